@@ -1,0 +1,5 @@
+"""Durable entity functions."""
+
+from entities.blueprint import bp
+
+__all__ = ["bp"]

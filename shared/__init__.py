@@ -1,0 +1,1 @@
+"""Weft's domain core. Nothing in this package imports ``azure.*``; adapters live in ``shared.adapters``."""

@@ -1,0 +1,41 @@
+"""Every Function, orchestrator, activity, entity and event name, in one place.
+
+A test checks that ``function_app.app`` registers exactly the function names listed here,
+so a rename cannot silently orphan a binding or an in-flight orchestration.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+
+class OrchestratorName(StrEnum):
+    SELFTEST_FANOUT = "selftest_fanout"
+
+
+class ActivityName(StrEnum):
+    SELFTEST_ECHO = "selftest_echo"
+
+
+class EntityName(StrEnum):
+    pass
+
+
+class TriggerName(StrEnum):
+    """HTTP, timer, blob and Service Bus functions (names as the host indexes them)."""
+
+    SELFTEST_START = "selftest_start"
+
+
+class EventName(StrEnum):
+    """External events raised into orchestrations."""
+
+    CANCEL = "weft.cancel"
+
+
+def all_function_names() -> frozenset[str]:
+    return frozenset(
+        str(n)
+        for enum in (OrchestratorName, ActivityName, EntityName, TriggerName)
+        for n in enum  # type: ignore[attr-defined]
+    )

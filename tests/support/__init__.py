@@ -1,0 +1,1 @@
+"""Test support: fixtures that start real local services. Each integration test starts its own."""
