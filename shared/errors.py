@@ -85,6 +85,12 @@ class StaleFencingTokenError(WeftError):
     default_non_retryable = True
 
 
+class LockLostError(WeftError):
+    """A peek-lock expired or was taken over before the message was settled: it will be redelivered."""
+
+    default_type = "weft.LockLost"
+
+
 class IllegalTransitionError(WeftError):
     default_type = "weft.IllegalTransition"
     default_non_retryable = True
@@ -102,6 +108,13 @@ class AdmissionDeniedError(WeftError):
 
 class PayloadTooLargeError(WeftError):
     default_type = "weft.PayloadTooLarge"
+    default_non_retryable = True
+
+
+class ParamResolutionError(WeftError):
+    """A ``${{ ... }}`` param reference could not be resolved at run time (missing key, bad index)."""
+
+    default_type = "weft.ParamResolution"
     default_non_retryable = True
 
 
