@@ -29,6 +29,10 @@ class WeftSettings(BaseSettings):
     default_max_active_executions: int = Field(default=1000, ge=1)
     default_submits_per_second: float = Field(default=50.0, gt=0)
 
+    # Extra modules (comma-separated import paths) whose @handler functions are registered, imported
+    # on the first handler lookup; shared.handlers.custom is always imported (docs/handlers.md).
+    handler_modules: str = ""
+
 
 @lru_cache(maxsize=1)
 def get_settings() -> WeftSettings:
