@@ -21,6 +21,13 @@ class WeftSettings(BaseSettings):
     data_dir: str = ".weft/data"
     admin_key: SecretStr | None = None
 
+    # Claim-check blobs: "auto" uses Blob Storage when a connection string or account URL is set
+    # (Azurite locally, managed identity in Azure), else files under data_dir/payloads.
+    payload_store: Literal["auto", "fs", "blob"] = "auto"
+    blob_connection_string: SecretStr | None = None
+    blob_account_url: str | None = None
+    payload_container: str = "payloads"
+
     # Payloads bigger than this travel by reference through the PayloadStore (claim check).
     claim_check_threshold_bytes: int = Field(default=64 * 1024, ge=1024)
     max_input_bytes: int = Field(default=1024 * 1024, ge=1024)
