@@ -45,6 +45,22 @@ class StateMachine(Generic[S]):
     transitions: Mapping[S, frozenset[S]]
     terminal: frozenset[S]
 
+    def __post_init__(self) -> None:
+        # The machine is data; refuse inconsistent data at import rather than at some odd run time.
+        states = set(self.transitions)
+        for source, targets in self.transitions.items():
+            if not targets <= states:
+                raise ValueError(f"{self.name}: {source} leads to unknown states {set(targets - states)}")
+        if self.initial not in states or not self.terminal <= states:
+            raise ValueError(f"{self.name}: initial or terminal state missing from the transitions")
+        for state in self.terminal:
+            if self.transitions[state]:
+                raise ValueError(f"{self.name}: terminal state {state} has outgoing transitions")
+
+    @property
+    def states(self) -> tuple[S, ...]:
+        return tuple(self.transitions)
+
     def can(self, current: S, target: S) -> bool:
         return target in self.transitions.get(current, frozenset())
 
