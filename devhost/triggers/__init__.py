@@ -1,0 +1,1 @@
+"""Non-HTTP, non-durable triggers: timer, blob (Azurite polling) and Service Bus (the Bus port)."""
