@@ -62,8 +62,17 @@ class RunningHost:
         return f"http://127.0.0.1:{self.host.port}"
 
     def call(self, fn: Callable[[], Coroutine[Any, Any, T]], timeout: float = 60) -> T:
-        """Run client code on a separate loop (the SDK client keeps one aiohttp session per loop)."""
-        return asyncio.run(asyncio.wait_for(fn(), timeout))
+        """Run client code on its own loop; the SDK client's module-global aiohttp session is bound to
+        one loop, so it is closed before the loop ends."""
+        from azure.durable_functions.models.utils import http_utils
+
+        async def wrapped() -> T:
+            try:
+                return await asyncio.wait_for(fn(), timeout)
+            finally:
+                await http_utils._close_session()
+
+        return asyncio.run(wrapped())
 
     def _shutdown_loop(self) -> None:
         self.loop.call_soon_threadsafe(self.loop.stop)
