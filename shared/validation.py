@@ -45,7 +45,13 @@ def validate_definition(
         raise ValidationFailedError(problems, f"the workflow definition has {len(problems)} problem(s)")
     if isinstance(document, WorkflowDefinition):
         return document
-    return WorkflowDefinition.model_validate(document)
+    return _parse(document)
+
+
+def _parse(document: Any) -> WorkflowDefinition:
+    # camelCase only: the graph rules read the camelCase keys, so a snake_case spelling that the
+    # model would also accept ("depends_on") must not slip past them.
+    return WorkflowDefinition.model_validate(document, by_alias=True, by_name=False)
 
 
 def find_problems(
@@ -57,7 +63,7 @@ def find_problems(
         return [Problem(path="$", message="a workflow definition must be a JSON object")]
     problems: list[Problem] = []
     try:
-        WorkflowDefinition.model_validate(document)
+        _parse(document)
     except ValidationError as exc:
         problems.extend(_from_pydantic(exc))
     tasks = document.get("tasks")
