@@ -13,6 +13,7 @@ Other backends register themselves from their own modules so nobody edits this f
 from __future__ import annotations
 
 import importlib
+import uuid
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field
@@ -53,6 +54,8 @@ class BusHarness:
     lock_seconds: float = 5.0
     #: Move time forward by this many seconds (a fake clock, or a real sleep on a real broker).
     advance: Callable[[float], None] = lambda _s: None
+    #: How long a receive must wait to conclude "nothing more is coming" on this backend.
+    quiet_seconds: float = 1.0
     #: The bus's idea of "now" (for scheduling).
     now: Callable[[], datetime] = lambda: datetime.now(UTC)
 
@@ -118,7 +121,9 @@ def _embedded(_request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[BusHa
     ]
     bus = EmbeddedBus(tmp_path / "weft.sqlite3", entities, clock=clock, poll_interval_seconds=0.01)
     try:
-        yield BusHarness(bus=bus, lock_seconds=lock_seconds, advance=clock.advance, now=clock)
+        yield BusHarness(
+            bus=bus, lock_seconds=lock_seconds, advance=clock.advance, now=clock, quiet_seconds=0.05
+        )
     finally:
         bus.close()
 
@@ -132,7 +137,7 @@ def _fs(_request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[PayloadStor
 def _blob(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[PayloadStore]:
     azurite: Any = request.getfixturevalue("azurite")
     store = BlobPayloadStore.from_connection_string(
-        azurite.connection_string, f"payloads-{tmp_path.name[-8:]}"
+        azurite.connection_string, f"payloads-{uuid.uuid4().hex[:12]}"
     )
     try:
         yield store
