@@ -28,6 +28,11 @@ class WeftSettings(BaseSettings):
     blob_account_url: str | None = None
     payload_container: str = "payloads"
 
+    # Service Bus (WEFT_BUS=servicebus): a connection string locally, else the namespace
+    # (<name>.servicebus.windows.net) with DefaultAzureCredential (managed identity in Azure).
+    servicebus_connection: SecretStr | None = None
+    servicebus_namespace: str | None = None
+
     # Payloads bigger than this travel by reference through the PayloadStore (claim check).
     claim_check_threshold_bytes: int = Field(default=64 * 1024, ge=1024)
     max_input_bytes: int = Field(default=1024 * 1024, ge=1024)
