@@ -1,0 +1,191 @@
+"""Indexes the app's durable functions and invokes them the way the Python worker would."""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import logging
+import threading
+import time
+import traceback
+import uuid
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from azure.functions import _durable_functions as afd
+from azure.functions import meta
+from azure.functions.durable_functions import ActivityTriggerConverter
+
+log = logging.getLogger("devhost")
+
+ORCHESTRATION_TRIGGER = "orchestrationTrigger"
+ACTIVITY_TRIGGER = "activityTrigger"
+ENTITY_TRIGGER = "entityTrigger"
+
+
+class FunctionIndexError(Exception):
+    pass
+
+
+@dataclass(frozen=True)
+class DurableFunction:
+    name: str  # the name the Durable extension knows it by (binding override or function name)
+    function_name: str
+    kind: str
+    param: str
+    call: Callable[..., Any]
+    is_async: bool
+
+
+class ActivityFailure(Exception):
+    def __init__(self, reason: str, details: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.details = details
+
+
+_loop_local = threading.local()
+
+
+def _run_coroutine(coro: Any) -> Any:
+    loop = getattr(_loop_local, "loop", None)
+    if loop is None:
+        loop = asyncio.new_event_loop()
+        _loop_local.loop = loop
+    return loop.run_until_complete(coro)
+
+
+class FunctionRegistry:
+    def __init__(self, functions: Iterable[Any]) -> None:
+        self.orchestrators: dict[str, DurableFunction] = {}
+        self.activities: dict[str, DurableFunction] = {}
+        self.entities: dict[str, DurableFunction] = {}
+        for fn in functions:
+            self._add(fn)
+
+    def _add(self, fn: Any) -> None:
+        bindings = fn.get_dict_repr().get("bindings", [])
+        trig = next((b for b in bindings if str(b.get("type", "")).endswith("Trigger")), None)
+        if trig is None:
+            return
+        ttype = trig.get("type")
+        table: dict[str, DurableFunction]
+        if ttype == ORCHESTRATION_TRIGGER:
+            table, override = self.orchestrators, trig.get("orchestration")
+        elif ttype == ACTIVITY_TRIGGER:
+            table, override = self.activities, trig.get("activity")
+        elif ttype == ENTITY_TRIGGER:
+            table, override = self.entities, trig.get("entityName")
+        else:
+            return
+        fname = fn.get_function_name()
+        name = override or fname
+        user = fn.get_user_function()
+        if ttype == ORCHESTRATION_TRIGGER and trig.get("name") != "context":
+            raise FunctionIndexError(
+                f"orchestrator function '{fname}': the orchestration trigger parameter must be named "
+                f"'context' (got '{trig.get('name')}'), as the Python worker requires"
+            )
+        key = name.lower()
+        if key in table:
+            raise FunctionIndexError(f"two {ttype} functions share the name '{name}'")
+        table[key] = DurableFunction(
+            name=name,
+            function_name=fname,
+            kind=ttype,
+            param=str(trig.get("name")),
+            call=user,
+            is_async=inspect.iscoroutinefunction(user),
+        )
+
+    def orchestrator(self, name: str) -> DurableFunction | None:
+        return self.orchestrators.get(name.lower())
+
+    def activity(self, name: str) -> DurableFunction | None:
+        return self.activities.get(name.lower())
+
+    def entity(self, name: str) -> DurableFunction | None:
+        return self.entities.get(name.lower())
+
+
+def _log_invocation(
+    fn: DurableFunction, invocation_id: str, instance_id: str, started: float, status: str
+) -> None:
+    if log.isEnabledFor(logging.INFO):
+        duration_ms = (time.perf_counter() - started) * 1000.0
+        log.info(
+            "function=%s kind=%s invocation_id=%s instance_id=%s duration_ms=%.2f status=%s",
+            fn.name,
+            fn.kind,
+            invocation_id,
+            instance_id,
+            duration_ms,
+            status,
+            extra={
+                "function": fn.name,
+                "kind": fn.kind,
+                "invocation_id": invocation_id,
+                "instance_id": instance_id,
+                "duration_ms": round(duration_ms, 3),
+                "status": status,
+            },
+        )
+
+
+def _call(fn: DurableFunction, arg: Any) -> Any:
+    result = fn.call(**{fn.param: arg})
+    if fn.is_async or inspect.isawaitable(result):
+        result = _run_coroutine(result)
+    return result
+
+
+def invoke_orchestrator(fn: DurableFunction, body: str, instance_id: str) -> tuple[str, bool]:
+    """Run one episode. Returns (state JSON, threw). When the SDK throws, the state is in the message."""
+    started = time.perf_counter()
+    inv = str(uuid.uuid4())
+    try:
+        out = _call(fn, afd.OrchestrationContext(body))
+    except Exception as exc:
+        _log_invocation(fn, inv, instance_id, started, "Failed")
+        msg = str(exc)
+        marker = "$OutOfProcData$:"
+        idx = msg.find(marker)
+        if idx < 0:
+            raise
+        return msg[idx + len(marker) :], True
+    _log_invocation(fn, inv, instance_id, started, "Succeeded")
+    if not isinstance(out, str):
+        out = str(out)
+    return out, False
+
+
+def invoke_activity(fn: DurableFunction, input_json: str | None, instance_id: str) -> str:
+    """Returns the result JSON; raises ActivityFailure with the extension's reason/details."""
+    started = time.perf_counter()
+    inv = str(uuid.uuid4())
+    try:
+        value = ActivityTriggerConverter.decode(
+            meta.Datum(type="json", value=input_json if input_json is not None else "null"),
+            trigger_metadata=None,
+        )
+        result = _call(fn, value)
+        datum = ActivityTriggerConverter.encode(result, expected_type=None)
+    except Exception as exc:
+        _log_invocation(fn, inv, instance_id, started, "Failed")
+        reason = f"Activity function '{fn.name}' failed: {type(exc).__name__}: {exc}"
+        raise ActivityFailure(reason, "".join(traceback.format_exception(exc))) from exc
+    _log_invocation(fn, inv, instance_id, started, "Succeeded")
+    return str(datum.value)
+
+
+def invoke_entity(fn: DurableFunction, body: str, entity_id: str) -> str:
+    started = time.perf_counter()
+    inv = str(uuid.uuid4())
+    try:
+        out = _call(fn, afd.EntityContext(body))
+    except Exception:
+        _log_invocation(fn, inv, entity_id, started, "Failed")
+        raise
+    _log_invocation(fn, inv, entity_id, started, "Succeeded")
+    return out if isinstance(out, str) else str(out)
