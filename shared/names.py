@@ -18,7 +18,8 @@ class ActivityName(StrEnum):
 
 
 class EntityName(StrEnum):
-    pass
+    #: Per-tenant running-task slots (shared/gate.py); the entity key is the tenant id.
+    TENANT_GATE = "tenant_gate"
 
 
 class TriggerName(StrEnum):
@@ -37,5 +38,5 @@ def all_function_names() -> frozenset[str]:
     return frozenset(
         str(n)
         for enum in (OrchestratorName, ActivityName, EntityName, TriggerName)
-        for n in enum  # type: ignore[attr-defined]
+        for n in enum
     )
