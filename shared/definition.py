@@ -20,6 +20,8 @@ from shared.retry import RetryPolicy
 TASK_ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$"
 MAX_TASKS = 500
 MAX_PARAMS_BYTES = 64 * 1024
+# Deeper nesting is never a real config and would exhaust recursion when params are walked.
+MAX_PARAMS_DEPTH = 64
 DEFAULT_TIMEOUT_SECONDS = 300.0
 MAX_TIMEOUT_SECONDS = 7 * 24 * 3600.0
 DEFAULT_MAX_PARALLELISM = 10

@@ -9,7 +9,7 @@ elsewhere. Rules (docs/definition-format.md lists them for users):
 * every ``dependsOn`` entry names another existing task, once; no task depends on itself;
 * no dependency cycle (reported with the cycle's path, e.g. ``a -> b -> a``);
 * every handler is registered (when ``known_handlers`` is given);
-* ``params`` is at most 64 KB as compact JSON; every ``${{ ... }}`` reference parses, and a
+* ``params`` is at most 64 KB as compact JSON and 64 levels deep; every ``${{ ... }}`` reference parses, and a
   ``tasks.<id>`` reference names an ancestor (a direct or transitive dependency);
 * retry values are sane (``maxAttempts >= 1``, ``backoffCoefficient >= 1``, intervals >= 0);
 * a schedule's cron is a valid 6-field NCRONTAB expression and its timezone an IANA name.
@@ -28,7 +28,7 @@ from pydantic import ValidationError
 
 from shared import cron
 from shared.dag import find_cycles
-from shared.definition import MAX_PARAMS_BYTES, MAX_TASKS, WorkflowDefinition
+from shared.definition import MAX_PARAMS_BYTES, MAX_PARAMS_DEPTH, MAX_TASKS, WorkflowDefinition
 from shared.errors import Problem, ValidationFailedError
 from shared.params import find_references, json_path_member
 
@@ -195,6 +195,11 @@ def _check_tasks(tasks: list[Any], known_handlers: Collection[str] | None) -> li
                     message=f"params are {size} bytes as JSON; the limit is {MAX_PARAMS_BYTES} (64 KB)",
                 )
             )
+        depth = _nesting_depth(params)
+        if depth > MAX_PARAMS_DEPTH:
+            message = f"params are nested {depth} levels deep; the limit is {MAX_PARAMS_DEPTH}"
+            problems.append(Problem(path=f"$.tasks[{i}].params", message=message))
+            continue
         for found in find_references(params, f"$.tasks[{i}].params"):
             if found.error is not None:
                 problems.append(Problem(path=found.path, message=f"invalid reference: {found.error}"))
@@ -219,6 +224,23 @@ def _check_tasks(tasks: list[Any], known_handlers: Collection[str] | None) -> li
                     )
                 )
     return problems
+
+
+def _nesting_depth(value: Any) -> int:
+    """Levels of objects and arrays, counted without recursion (the input may be hostile)."""
+    deepest = 0
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    while stack:
+        node, level = stack.pop()
+        if isinstance(node, Mapping):
+            children: Any = node.values()
+        elif isinstance(node, list):
+            children = node
+        else:
+            continue
+        deepest = max(deepest, level)
+        stack.extend((child, level + 1) for child in children)
+    return deepest
 
 
 def _serialised_size(params: Mapping[str, Any]) -> int:

@@ -165,6 +165,21 @@ def test_params_size_counts_utf8_bytes() -> None:
     assert path == "$.tasks[0].params"
 
 
+def test_params_nested_too_deep() -> None:
+    def nested(levels: int) -> Any:
+        value: Any = "${{ input }}"
+        for _ in range(levels - 1):  # levels - 1 lists around the string
+            value = [value]
+        return value
+
+    # The params object is level 1, each list one more; the string inside adds none.
+    assert problems_of({"tasks": [task("a", params={"x": nested(64)})]}) == []
+    assert paths_of({"tasks": [task("a", params={"x": nested(65)})]}) == ["$.tasks[0].params"]
+    assert problems_of({"tasks": [task("a", params={"x": nested(900)})]}) == [
+        ("$.tasks[0].params", "params are nested 900 levels deep; the limit is 64")
+    ]
+
+
 def test_invalid_cron_and_timezone() -> None:
     doc = {"tasks": [task("a")], "schedule": {"cron": "*/5 * * * *", "timezone": "Mars/Olympus"}}
     problems = problems_of(doc)
