@@ -11,10 +11,16 @@ from enum import StrEnum
 
 class OrchestratorName(StrEnum):
     SELFTEST_FANOUT = "selftest_fanout"
+    EXECUTION = "weft_execution"
+    TASK_BATCH = "weft_task_batch"
 
 
 class ActivityName(StrEnum):
     SELFTEST_ECHO = "selftest_echo"
+    START_EXECUTION = "start_execution"
+    RUN_TASK = "run_task"
+    RECORD_TIMEOUT = "record_attempt_timeout"
+    FINALIZE_EXECUTION = "finalize_execution"
 
 
 class EntityName(StrEnum):
@@ -32,6 +38,8 @@ class EventName(StrEnum):
     """External events raised into orchestrations."""
 
     CANCEL = "weft.cancel"
+    #: An operator resolved a dead-lettered task (payload: shared.execution_messages.OperatorAction).
+    OPERATOR_ACTION = "weft.operator"
 
 
 def all_function_names() -> frozenset[str]:
