@@ -25,7 +25,6 @@ from shared.gate import (
     apply_operation,
     release,
 )
-from shared.gate_protocol import acquire_input, parse_acquire_result, release_input
 
 GATE_ACQUIRE = GateOperation.ACQUIRE.value
 GATE_RELEASE = GateOperation.RELEASE.value
@@ -364,6 +363,20 @@ def test_every_waiter_that_keeps_polling_is_granted(
 
 # --------------------------------------------------------------------------------------------
 # the entity function and the orchestrator's wire protocol
+
+
+# The wire shapes, built the way shared.gate_protocol (the orchestrator's side) builds them.
+def acquire_input(requests: list[SlotRequest], now: datetime) -> dict[str, Any]:
+    return AcquireInput(requests=tuple(requests), now=now).to_json_dict()
+
+
+def release_input(owners: list[str], now: datetime) -> dict[str, Any]:
+    return ReleaseInput(owners=tuple(owners), now=now).to_json_dict()
+
+
+def parse_acquire_result(result: Any) -> tuple[frozenset[str], float]:
+    parsed = AcquireResult.model_validate(result)
+    return frozenset(parsed.granted), parsed.retry_after_seconds
 
 
 class FakeEntityContext:
