@@ -47,7 +47,7 @@ test: deps lint types
 	$(PY) -m pytest
 
 bench: deps
-	for b in bench/*.py; do echo "== $$b"; $(PY) $$b || exit 1; done
+	for b in bench/*.py; do echo "== $$b"; PYTHONPATH=. $(PY) $$b || exit 1; done
 
 clean:
 	rm -rf $(DATA) .mypy_cache .ruff_cache .pytest_cache .hypothesis
