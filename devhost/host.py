@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import importlib
 import json
 import logging
 import os
 import signal
+import sys
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -62,9 +62,18 @@ BackendFactory = Callable[[EngineConfig], DurableBackend]
 
 
 def default_backend_factory(cfg: EngineConfig) -> DurableBackend:
-    factory: Any = importlib.import_module("devhost.durable").create_backend
-    backend: DurableBackend = factory(cfg)
-    return backend
+    from devhost.durable.clock import Clock, RealClock, VirtualClock
+    from devhost.durable.engine import DurableEngine
+
+    clock: Clock = VirtualClock() if cfg.virtual_clock else RealClock()
+    return DurableEngine(
+        cfg.functions,
+        str(cfg.data_dir / "durable.sqlite3"),
+        clock=clock,
+        activity_workers=cfg.max_activities,
+        orchestrator_workers=cfg.max_orchestrators,
+        task_hub=cfg.task_hub,
+    )
 
 
 @dataclass
@@ -362,6 +371,11 @@ class DevHost:
             ex = getattr(t, "executor", None)
             if isinstance(ex, ThreadPoolExecutor) and ex is not self.io_pool:
                 ex.shutdown(wait=False, cancel_futures=True)
+        # The SDK client keeps one module-global aiohttp session, bound to this loop.
+        http_utils = sys.modules.get("azure.durable_functions.models.utils.http_utils")
+        if http_utils is not None:
+            with contextlib.suppress(Exception):
+                await http_utils._close_session()
         self.user_pool.shutdown(wait=graceful, cancel_futures=not graceful)
         self.io_pool.shutdown(wait=False, cancel_futures=True)
         if self.host_state is not None:

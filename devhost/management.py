@@ -226,12 +226,16 @@ class ManagementApi:
         name = request.match_info["functionName"]
         instance_id = request.match_info.get("instanceId") or None
         raw = await request.text()
-        input_json: str | None = raw if raw.strip() else None
-        if input_json is not None:
+        input_json: str | None = None
+        if raw.strip():
             try:
-                json.loads(input_json)
+                body = json.loads(raw)
             except ValueError:
                 return _error(400, "Invalid JSON content")
+            # The SDK client posts json.dumps(input) as a JSON string; the extension keeps that
+            # document and hands the orchestrator its string value, which the SDK then decodes. The
+            # engine takes the JSON text the orchestrator reads, so one layer comes off here.
+            input_json = body if isinstance(body, str) else raw
         known = self._orchestrators()
         if name not in known and name.lower() not in {k.lower() for k in known}:
             msg = (
@@ -381,7 +385,7 @@ class ManagementApi:
             return _error(400, "InstanceId does not match a valid orchestration instance.")
         new_id = None if _bool(request.query, "restartWithNewInstanceId", True) else iid
         inp = st.get("input")
-        input_json = None if inp is None else json.dumps(inp)
+        input_json = inp if isinstance(inp, str) or inp is None else json.dumps(inp)
         try:
             nid = await self._call(self.backend.start_instance, str(st["name"]), new_id, input_json)
         except InstanceExistsError:

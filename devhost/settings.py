@@ -62,7 +62,7 @@ class AppSettings:
         """Expand ``%NAME%`` references the way the host does for binding properties."""
 
         def sub(m: re.Match[str]) -> str:
-            return self.require(m.group(1), f"referenced as %{m.group(1)}% in a binding")
+            return self.require(m.group(1), f"referenced as %{m.group(1)}%")
 
         return _PERCENT.sub(sub, value)
 

@@ -62,7 +62,8 @@ class FakeBackend:
                 "name": orchestrator,
                 "instanceId": iid,
                 "runtimeStatus": "Pending",
-                "input": json.loads(input_json) if input_json is not None else None,
+                # As the extension reports it: the JSON text the orchestrator reads, as a string.
+                "input": input_json,
                 "customStatus": None,
                 "output": None,
                 "createdTime": _iso(now),
