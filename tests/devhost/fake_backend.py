@@ -6,7 +6,6 @@ and records every call, so tests can check what the HTTP layer asked of the engi
 
 from __future__ import annotations
 
-import json
 import threading
 import uuid
 from datetime import UTC, datetime

@@ -27,7 +27,9 @@ from tests.devhost.support.history_builder import HistoryBuilder
 REGISTRY = FunctionRegistry(app_functions())
 
 
-def step(orchestrator: str, b: HistoryBuilder, input_value: Any = None) -> tuple[dict[str, Any], ReplayResult]:
+def step(
+    orchestrator: str, b: HistoryBuilder, input_value: Any = None
+) -> tuple[dict[str, Any], ReplayResult]:
     fn = REGISTRY.orchestrator(orchestrator)
     assert fn is not None
     raw, _ = invoke_orchestrator(fn, b.context_body(input_value), "inst")
@@ -47,7 +49,11 @@ def test_fan_out_schedules_every_activity_with_sequential_ids() -> None:
     (when_all,) = state["actions"][0]
     assert when_all["actionType"] == 12
     assert [a["functionName"] for a in when_all["compoundActions"]] == ["Double"] * 3
-    assert decisions(result) == [("activity", 0, "Double"), ("activity", 1, "Double"), ("activity", 2, "Double")]
+    assert decisions(result) == [
+        ("activity", 0, "Double"),
+        ("activity", 1, "Double"),
+        ("activity", 2, "Double"),
+    ]
     assert [d.input for d in result.decisions] == ["0", "1", "2"]
     assert not result.finished
 
@@ -99,7 +105,9 @@ def test_retry_exhaustion_follows_dtfx_retry_interceptor() -> None:
     _, result = step("retry_exhausted", b)
     assert decisions(result) == [("activity", 2, "always_fails")]
     # Attempt 2 (the last) fails: DTFx still waits on one more, trailing timer.
-    b.scheduled(2, "always_fails", "boom").episode().failed(2, "Activity function 'always_fails' failed: boom")
+    b.scheduled(2, "always_fails", "boom").episode().failed(
+        2, "Activity function 'always_fails' failed: boom"
+    )
     state, result = step("retry_exhausted", b)
     assert state["isDone"] is False
     assert decisions(result) == [("timer", 3, "")]
@@ -173,7 +181,14 @@ def test_failed_sub_orchestration_surfaces_as_exception() -> None:
 
 
 def test_continue_as_new_carries_the_new_input() -> None:
-    b = HistoryBuilder().episode().started("counter_loop", 1).scheduled(0, "Double", 1).episode().completed(0, 2)
+    b = (
+        HistoryBuilder()
+        .episode()
+        .started("counter_loop", 1)
+        .scheduled(0, "Double", 1)
+        .episode()
+        .completed(0, 2)
+    )
     state, result = step("counter_loop", b, 1)
     assert state["isDone"] is True
     assert state["actions"][0][-1] == {"actionType": 4, "input": "2"}
@@ -225,7 +240,14 @@ def test_entity_batch_protocol_double_encoded_inputs() -> None:
 
 
 def test_nondeterminism_different_activity_name() -> None:
-    b = HistoryBuilder().episode().started("fan_out", 1).scheduled(0, "hello", "x").episode().completed(0, "r")
+    b = (
+        HistoryBuilder()
+        .episode()
+        .started("fan_out", 1)
+        .scheduled(0, "hello", "x")
+        .episode()
+        .completed(0, "r")
+    )
     with pytest.raises(NondeterminismError, match=r"'hello'.*sequence id 0.*'Double'"):
         step("fan_out", b, 1)
 
@@ -233,12 +255,20 @@ def test_nondeterminism_different_activity_name() -> None:
 def test_nondeterminism_different_action_type() -> None:
     b = HistoryBuilder().episode().started("fan_out", 1)
     b.timer_created(0, b.now + timedelta(minutes=1)).episode()
-    with pytest.raises(NondeterminismError, match=r"durable timer.*sequence id 0.*activity task named 'Double'"):
+    with pytest.raises(
+        NondeterminismError, match=r"durable timer.*sequence id 0.*activity task named 'Double'"
+    ):
         step("fan_out", b, 1)
 
 
 def test_nondeterminism_history_has_more_work_than_the_code() -> None:
-    b = HistoryBuilder().episode().started("sequence").scheduled(0, "hello", "Tokyo").scheduled(1, "hello", "x")
+    b = (
+        HistoryBuilder()
+        .episode()
+        .started("sequence")
+        .scheduled(0, "hello", "Tokyo")
+        .scheduled(1, "hello", "x")
+    )
     b.episode()
     with pytest.raises(NondeterminismError, match=r"'hello' with sequence id 1.*has not \(yet\) scheduled"):
         step("sequence", b)

@@ -1,7 +1,9 @@
+# mypy: disallow-untyped-decorators=False
 """Small Durable Functions apps for devhost engine tests (not the Weft app)."""
 
 from __future__ import annotations
 
+from collections.abc import Generator
 from datetime import timedelta
 from typing import Any
 
@@ -40,31 +42,31 @@ def build_app() -> df.DFApp:
         raise RuntimeError(msg)
 
     @app.orchestration_trigger(context_name="context")
-    def sequence(context: df.DurableOrchestrationContext):  # type: ignore[no-untyped-def]
+    def sequence(context: df.DurableOrchestrationContext) -> Generator[Any, Any, Any]:
         out = []
         for city in ["Tokyo", "Seattle", "London"]:
             out.append((yield context.call_activity("hello", city)))
         return out
 
     @app.orchestration_trigger(context_name="context")
-    def fan_out(context: df.DurableOrchestrationContext):  # type: ignore[no-untyped-def]
+    def fan_out(context: df.DurableOrchestrationContext) -> Generator[Any, Any, Any]:
         n = context.get_input()
         results = yield context.task_all([context.call_activity("Double", i) for i in range(n)])
         return sum(results)
 
     @app.orchestration_trigger(context_name="context")
-    def noop_fan_out(context: df.DurableOrchestrationContext):  # type: ignore[no-untyped-def]
+    def noop_fan_out(context: df.DurableOrchestrationContext) -> Generator[Any, Any, Any]:
         n = context.get_input()
         results = yield context.task_all([context.call_activity("noop", i) for i in range(n)])
         return len(results)
 
     @app.orchestration_trigger(context_name="context")
-    def retrying(context: df.DurableOrchestrationContext):  # type: ignore[no-untyped-def]
+    def retrying(context: df.DurableOrchestrationContext) -> Generator[Any, Any, Any]:
         opts = df.RetryOptions(first_retry_interval_in_milliseconds=5000, max_number_of_attempts=3)
         return (yield context.call_activity_with_retry("flaky", opts, context.get_input()))
 
     @app.orchestration_trigger(context_name="context")
-    def retry_exhausted(context: df.DurableOrchestrationContext):  # type: ignore[no-untyped-def]
+    def retry_exhausted(context: df.DurableOrchestrationContext) -> Generator[Any, Any, Any]:
         opts = df.RetryOptions(first_retry_interval_in_milliseconds=1000, max_number_of_attempts=2)
         try:
             yield context.call_activity_with_retry("always_fails", opts, "boom")
@@ -73,7 +75,7 @@ def build_app() -> df.DFApp:
         return "unreachable"
 
     @app.orchestration_trigger(context_name="context")
-    def approval(context: df.DurableOrchestrationContext):  # type: ignore[no-untyped-def]
+    def approval(context: df.DurableOrchestrationContext) -> Generator[Any, Any, Any]:
         deadline = context.current_utc_datetime + timedelta(hours=1)
         timeout = context.create_timer(deadline)
         event = context.wait_for_external_event("Approve")
@@ -84,13 +86,13 @@ def build_app() -> df.DFApp:
         return {"timedOut": True, "at": context.current_utc_datetime.isoformat()}
 
     @app.orchestration_trigger(context_name="context")
-    def wait_two_events(context: df.DurableOrchestrationContext):  # type: ignore[no-untyped-def]
+    def wait_two_events(context: df.DurableOrchestrationContext) -> Generator[Any, Any, Any]:
         a = yield context.wait_for_external_event("A")
         b = yield context.wait_for_external_event("B")
         return [a, b]
 
     @app.orchestration_trigger(context_name="context")
-    def timers(context: df.DurableOrchestrationContext):  # type: ignore[no-untyped-def]
+    def timers(context: df.DurableOrchestrationContext) -> Generator[Any, Any, Any]:
         stamps = [context.current_utc_datetime.isoformat()]
         for minutes in (5, 10):
             yield context.create_timer(context.current_utc_datetime + timedelta(minutes=minutes))
@@ -98,19 +100,19 @@ def build_app() -> df.DFApp:
         return stamps
 
     @app.orchestration_trigger(context_name="context")
-    def long_timer(context: df.DurableOrchestrationContext):  # type: ignore[no-untyped-def]
+    def long_timer(context: df.DurableOrchestrationContext) -> Generator[Any, Any, Any]:
         start = context.current_utc_datetime
         yield context.create_timer(start + timedelta(days=10))
         return (context.current_utc_datetime - start).days
 
     @app.orchestration_trigger(context_name="context")
-    def parent(context: df.DurableOrchestrationContext):  # type: ignore[no-untyped-def]
+    def parent(context: df.DurableOrchestrationContext) -> Generator[Any, Any, Any]:
         a = yield context.call_sub_orchestrator("fan_out", 4)
         b = yield context.call_sub_orchestrator("sequence", None, f"{context.instance_id}-child")
         return {"a": a, "b": b}
 
     @app.orchestration_trigger(context_name="context")
-    def failing_child_parent(context: df.DurableOrchestrationContext):  # type: ignore[no-untyped-def]
+    def failing_child_parent(context: df.DurableOrchestrationContext) -> Generator[Any, Any, Any]:
         try:
             yield context.call_sub_orchestrator("thrower", "x")
         except Exception as exc:
@@ -118,12 +120,12 @@ def build_app() -> df.DFApp:
         return "no"
 
     @app.orchestration_trigger(context_name="context")
-    def thrower(context: df.DurableOrchestrationContext):  # type: ignore[no-untyped-def]
+    def thrower(context: df.DurableOrchestrationContext) -> Generator[Any, Any, Any]:
         yield context.call_activity("hello", "x")
         raise ValueError("kaboom")
 
     @app.orchestration_trigger(context_name="context")
-    def counter_loop(context: df.DurableOrchestrationContext):  # type: ignore[no-untyped-def]
+    def counter_loop(context: df.DurableOrchestrationContext) -> Generator[Any, Any, Any]:
         n = context.get_input() or 0
         yield context.call_activity("Double", n)
         if n < 3:
@@ -132,7 +134,7 @@ def build_app() -> df.DFApp:
         return n
 
     @app.orchestration_trigger(context_name="context")
-    def entity_user(context: df.DurableOrchestrationContext):  # type: ignore[no-untyped-def]
+    def entity_user(context: df.DurableOrchestrationContext) -> Generator[Any, Any, Any]:
         eid = df.EntityId("Counter", context.get_input())
         context.signal_entity(eid, "add", 5)
         yield context.call_entity(eid, "add", 10)
@@ -141,7 +143,7 @@ def build_app() -> df.DFApp:
         return value
 
     @app.orchestration_trigger(context_name="context")
-    def status_setter(context: df.DurableOrchestrationContext):  # type: ignore[no-untyped-def]
+    def status_setter(context: df.DurableOrchestrationContext) -> Generator[Any, Any, Any]:
         context.set_custom_status("step1")
         yield context.wait_for_external_event("go")
         context.set_custom_status({"step": 2})

@@ -31,7 +31,11 @@ class HistoryBuilder:
     def started(self, name: str, input_value: Any = None, instance_id: str = "inst") -> HistoryBuilder:
         return self._add(
             h.execution_started(
-                self.now, name=name, input_json=json.dumps(input_value), instance_id=instance_id, execution_id="x"
+                self.now,
+                name=name,
+                input_json=json.dumps(input_value),
+                instance_id=instance_id,
+                execution_id="x",
             )
         )
 
@@ -53,7 +57,9 @@ class HistoryBuilder:
     def raised(self, name: str, value: Any) -> HistoryBuilder:
         return self._add(h.event_raised(self.now, name, json.dumps(value)))
 
-    def sub_created(self, event_id: int, name: str, instance_id: str, input_value: Any = None) -> HistoryBuilder:
+    def sub_created(
+        self, event_id: int, name: str, instance_id: str, input_value: Any = None
+    ) -> HistoryBuilder:
         return self._add(h.sub_created(self.now, event_id, name, instance_id, json.dumps(input_value)))
 
     def sub_completed(self, event_id: int, result: Any) -> HistoryBuilder:
