@@ -26,6 +26,10 @@ class InvalidStateError(Exception):
     """E.g. raising an event into, or terminating, an instance that has already finished."""
 
 
+class FunctionNotFoundError(ValueError):
+    """start_instance / signal_entity named an orchestrator or entity the app does not define (HTTP 400)."""
+
+
 @dataclass(frozen=True)
 class InstanceQuery:
     runtime_status: tuple[str, ...] = ()

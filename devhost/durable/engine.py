@@ -22,6 +22,7 @@ from typing import Any
 
 from devhost.durable import history as h
 from devhost.durable.api import (
+    FunctionNotFoundError,
     InstanceExistsError,
     InstanceNotFoundError,
     InstanceQuery,
@@ -56,10 +57,6 @@ INSERT_MSG = (
 CONTROL_TYPES = frozenset(
     {EventType.EXECUTION_TERMINATED, EventType.EXECUTION_SUSPENDED, EventType.EXECUTION_RESUMED}
 )
-
-
-class FunctionNotFoundError(ValueError):
-    """start_instance / signal_entity named a function the app does not define (HTTP 400)."""
 
 
 @dataclass
