@@ -10,6 +10,7 @@ describes the format for users.
 from __future__ import annotations
 
 from enum import StrEnum
+from functools import cached_property
 from typing import Any
 
 from pydantic import Field
@@ -86,11 +87,17 @@ class WorkflowDefinition(WeftModel):
     schedule: Schedule | None = None
     description: str = Field(default="", max_length=4000)
 
-    def task(self, task_id: str) -> TaskSpec:
+    @cached_property
+    def tasks_by_id(self) -> dict[str, TaskSpec]:
+        # First occurrence wins, as in the validator (which reports the duplicates).
+        by_id: dict[str, TaskSpec] = {}
         for t in self.tasks:
-            if t.id == task_id:
-                return t
-        raise KeyError(task_id)
+            by_id.setdefault(t.id, t)
+        return by_id
+
+    def task(self, task_id: str) -> TaskSpec:
+        """Raises KeyError for an unknown id."""
+        return self.tasks_by_id[task_id]
 
     def task_ids(self) -> list[str]:
         return [t.id for t in self.tasks]

@@ -176,7 +176,12 @@ def _check_tasks(tasks: list[Any], known_handlers: Collection[str] | None) -> li
             continue
         own_id = task.get("id")
         handler = task.get("handler")
-        if known_handlers is not None and isinstance(handler, str) and handler not in known_handlers:
+        if (
+            known_handlers is not None
+            and isinstance(handler, str)
+            and handler
+            and handler not in known_handlers
+        ):
             hint = difflib.get_close_matches(handler, list(known_handlers), n=1)
             problems.append(
                 Problem(

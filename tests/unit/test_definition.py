@@ -64,6 +64,18 @@ def test_task_retry_replaces_the_default_as_a_whole() -> None:
     assert defn.effective_timeout_seconds(defn.task("b")) == 5
 
 
+def test_task_lookup() -> None:
+    defn = WorkflowDefinition.model_validate(
+        {"tasks": [{"id": "a", "handler": "noop"}, {"id": "b", "handler": "h", "dependsOn": ["a"]}]}
+    )
+    assert defn.task("b").handler == "h"
+    assert defn.task_ids() == ["a", "b"]
+    assert defn.dependencies() == {"a": [], "b": ["a"]}
+    with pytest.raises(KeyError):
+        defn.task("zz")
+    assert "tasksById" not in defn.to_json_dict()
+
+
 def test_schedule_defaults() -> None:
     defn = WorkflowDefinition.model_validate(
         {"tasks": [{"id": "a", "handler": "noop"}], "schedule": {"cron": "0 0 * * * *"}}

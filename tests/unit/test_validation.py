@@ -76,7 +76,7 @@ def test_more_than_500_tasks() -> None:
     ]
 
 
-@pytest.mark.parametrize("bad_id", ["", "-a", "_a", ".a", "a b", "a/b", "é", "a" * 65, "a$"])
+@pytest.mark.parametrize("bad_id", ["", "-a", "_a", ".a", "a b", "a/b", "é", "a" * 65, "a$", "a\n"])
 def test_id_not_matching_the_pattern(bad_id: str) -> None:
     (problem,) = problems_of({"tasks": [task(bad_id)]})
     assert problem[0] == "$.tasks[0].id"
