@@ -50,8 +50,10 @@ def find_cycles(dependencies: Mapping[str, Sequence[str]]) -> list[list[str]]:
     components: list[list[str]] = []
     counter = 0
 
+    edges = {n: [d for d in deps if d in dependencies] for n, deps in dependencies.items()}
+
     def successors(node: str) -> list[str]:
-        return [d for d in dependencies.get(node, ()) if d in dependencies]
+        return edges[node]
 
     for root in dependencies:
         if root in index:
