@@ -6,6 +6,7 @@ from typing import Any
 import pytest
 from hypothesis import given, settings
 
+from shared.dag import DagIndex
 from shared.definition import WorkflowDefinition
 from shared.errors import Problem, ValidationFailedError
 from shared.validation import find_problems, json_path, validate_definition
@@ -278,6 +279,11 @@ def test_every_generated_dag_validates(graph: dict[str, list[str]]) -> None:
     }
     defn = validate_definition(doc, HANDLERS)
     assert defn.task_ids() == list(graph)
+    order = DagIndex.build(defn.dependencies()).topological_order
+    position = {t: i for i, t in enumerate(order)}
+    assert len(position) == len(graph)
+    for task_id, deps in graph.items():
+        assert all(position[d] < position[task_id] for d in deps)
 
 
 @settings(max_examples=150, deadline=None)
