@@ -29,6 +29,18 @@ class VirtualClock:
     def __init__(self, start: datetime | None = None) -> None:
         self._lock = threading.Lock()
         self._now = (start or datetime(2030, 1, 1, tzinfo=UTC)).astimezone(UTC)
+        self._paused = False
+
+    @property
+    def paused(self) -> bool:
+        return self._paused
+
+    def pause(self) -> None:
+        """Stop the engine from jumping to the next timer (e.g. to raise an event before a timeout)."""
+        self._paused = True
+
+    def resume(self) -> None:
+        self._paused = False
 
     def now(self) -> datetime:
         with self._lock:

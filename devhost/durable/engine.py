@@ -411,6 +411,9 @@ class DurableEngine:
                     continue
                 due_at = self._timers[0][0]
                 if isinstance(self.clock, VirtualClock):
+                    if self.clock.paused:
+                        self._cond.wait(0.05)
+                        continue
                     if not self._idle_locked():
                         self._cond.wait()
                         continue
@@ -846,7 +849,9 @@ class DurableEngine:
         deadline = time.monotonic() + timeout
         with self._cond:
             while True:
-                idle = self._idle_locked() and (not self.clock.is_virtual or not self._timers)
+                # On a running virtual clock, pending timers are work: they fire as soon as all is idle.
+                timers_are_work = isinstance(self.clock, VirtualClock) and not self.clock.paused
+                idle = self._idle_locked() and not (timers_are_work and self._timers)
                 if idle:
                     return True
                 left = deadline - time.monotonic()

@@ -169,3 +169,27 @@ def app_functions(app: df.DFApp | None = None) -> list[Any]:
     app = app or build_app()
     app.functions_bindings = {}
     return list(app.get_functions())
+
+
+def build_evolving_app(version: int) -> df.DFApp:
+    """The same orchestrator name with code that changes between versions (for nondeterminism)."""
+    app = df.DFApp(http_auth_level=func.AuthLevel.ANONYMOUS)
+
+    @app.activity_trigger(input_name="name")
+    def hello(name: str) -> str:
+        return f"Hello {name}!"
+
+    @app.activity_trigger(input_name="x", activity="Double")
+    def double_it(x: int) -> int:
+        return x * 2
+
+    @app.orchestration_trigger(context_name="context", orchestration="evolving")
+    def evolving(context: df.DurableOrchestrationContext) -> Generator[Any, Any, Any]:
+        if version == 1:
+            first = yield context.call_activity("hello", "v1")
+        else:
+            first = yield context.call_activity("Double", 21)
+        go = yield context.wait_for_external_event("go")
+        return [first, go]
+
+    return app
