@@ -37,7 +37,7 @@ class OnTaskFailure(StrEnum):
 
     ``deadLetter``: the task becomes ``deadLettered`` and waits for an operator; its descendants
     wait with it; independent branches keep running. The operator retries it, skips it (a skip
-    satisfies its dependants) or cancels it (its descendants are cancelled).
+    satisfies its dependants) or cancels it, which cancels the execution.
     """
 
     FAIL_EXECUTION = "failExecution"
