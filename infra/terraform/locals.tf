@@ -29,35 +29,49 @@ locals {
   package_url     = "${azurerm_storage_account.this.primary_blob_endpoint}deployments/weft.zip"
   admin_key_ref   = "@Microsoft.KeyVault(SecretUri=${azurerm_key_vault_secret.admin_key.versionless_id})"
 
-  # Cosmos DB containers, as docs/data-model.md specifies. default_ttl: null = TTL off,
-  # -1 = on but items live until they carry their own `ttl` (dispatched outbox records do).
+  # Cosmos DB containers, exactly as docs/data-model.md specifies (tests/infra/test_cosmos.py
+  # compares them). default_ttl: null = TTL off; -1 = TTL on, but only items that carry their own
+  # `ttl` expire (dispatched outbox records, idempotency keys).
   cosmos_containers = {
     executions = {
       partition_key = "/pk"
       default_ttl   = -1
+      # Only queried paths are indexed: documents are written far more often than listed.
+      included_paths = ["/type/?", "/tenantId/?", "/workflow/?", "/status/?", "/createdAt/?", "/dispatchedAt/?", "/claimedUntil/?", "/seq/?", "/executionId/?"]
+      excluded_paths = ["/*"]
       composite_indexes = [
-        [{ path = "/tenantId", order = "Ascending" }, { path = "/createdAt", order = "Descending" }],
-        [{ path = "/tenantId", order = "Ascending" }, { path = "/status", order = "Ascending" }, { path = "/createdAt", order = "Descending" }],
+        [{ path = "/tenantId", order = "Ascending" }, { path = "/createdAt", order = "Descending" }, { path = "/id", order = "Descending" }],
+        [{ path = "/tenantId", order = "Ascending" }, { path = "/status", order = "Ascending" }, { path = "/createdAt", order = "Descending" }, { path = "/id", order = "Descending" }],
+        [{ path = "/tenantId", order = "Ascending" }, { path = "/workflow", order = "Ascending" }, { path = "/createdAt", order = "Descending" }, { path = "/id", order = "Descending" }],
+        [{ path = "/type", order = "Ascending" }, { path = "/tenantId", order = "Ascending" }, { path = "/createdAt", order = "Descending" }],
       ]
     }
     definitions = {
       partition_key     = "/tenantId"
       default_ttl       = null
+      included_paths    = ["/*"]
+      excluded_paths    = []
       composite_indexes = []
     }
     tenants = {
       partition_key     = "/id"
       default_ttl       = null
+      included_paths    = ["/*"]
+      excluded_paths    = []
       composite_indexes = []
     }
     leases = {
-      partition_key     = "/id"
+      partition_key     = "/name"
       default_ttl       = null
+      included_paths    = ["/*"]
+      excluded_paths    = []
       composite_indexes = []
     }
     idempotency = {
-      partition_key     = "/tenantId"
-      default_ttl       = 604800
+      partition_key     = "/pk"
+      default_ttl       = -1
+      included_paths    = ["/*"]
+      excluded_paths    = []
       composite_indexes = []
     }
   }
@@ -101,9 +115,14 @@ locals {
     WEFT_COSMOS_ENDPOINT      = azurerm_cosmosdb_account.this.endpoint
     WEFT_COSMOS_DATABASE      = local.cosmos_database
     WEFT_SERVICEBUS_NAMESPACE = "${azurerm_servicebus_namespace.this.name}.servicebus.windows.net"
-    WEFT_PAYLOAD_ACCOUNT_URL  = azurerm_storage_account.this.primary_blob_endpoint
-    WEFT_PAYLOAD_CONTAINER    = "payloads"
-    WEFT_ADMIN_KEY            = local.admin_key_ref
+    # Claim-check blobs: "blob" (not "auto") so a missing URL fails loudly instead of writing
+    # payloads to the instance's local disk. shared/settings.py reads WEFT_BLOB_ACCOUNT_URL;
+    # WEFT_PAYLOAD_ACCOUNT_URL is the same endpoint under the name the deployment brief announced.
+    WEFT_PAYLOAD_STORE       = "blob"
+    WEFT_BLOB_ACCOUNT_URL    = azurerm_storage_account.this.primary_blob_endpoint
+    WEFT_PAYLOAD_ACCOUNT_URL = azurerm_storage_account.this.primary_blob_endpoint
+    WEFT_PAYLOAD_CONTAINER   = "payloads"
+    WEFT_ADMIN_KEY           = local.admin_key_ref
 
     # DefaultAzureCredential picks the user-assigned identity by this client id.
     AZURE_CLIENT_ID = azurerm_user_assigned_identity.this.client_id

@@ -62,8 +62,18 @@ resource "azurerm_cosmosdb_sql_container" "this" {
   indexing_policy {
     indexing_mode = "consistent"
 
-    included_path {
-      path = "/*"
+    dynamic "included_path" {
+      for_each = each.value.included_paths
+      content {
+        path = included_path.value
+      }
+    }
+
+    dynamic "excluded_path" {
+      for_each = each.value.excluded_paths
+      content {
+        path = excluded_path.value
+      }
     }
 
     dynamic "composite_index" {

@@ -9,6 +9,12 @@ resource "azurerm_servicebus_namespace" "this" {
   minimum_tls_version           = "1.2"
   public_network_access_enabled = true
   tags                          = local.common_tags
+
+  # Lets the namespace reach Key Vault if customer-managed keys are turned on later.
+  identity {
+    type         = "UserAssigned"
+    identity_ids = [azurerm_user_assigned_identity.this.id]
+  }
 }
 
 # Submissions from other systems ({tenant, workflow, version?, input?}); the trigger takes the
