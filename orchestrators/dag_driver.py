@@ -69,7 +69,7 @@ BATCH_SIZE = 16
 #: Extra lease time on a gate slot beyond the attempt's timeout, so a slot outlives a slow release.
 GATE_LEASE_MARGIN_SECONDS = 60.0
 #: After this many loop iterations in one generation, continue as new at the next quiescent point.
-ITERATIONS_PER_GENERATION = 400
+ITERATIONS_PER_GENERATION = 200
 
 Durable = Any  # an SDK task object; typed loosely because the SDK ships no type information
 
@@ -185,11 +185,12 @@ class DagDriver:
         )
         self._arm_operator_wait()  # dead letters carried over from an earlier generation
         while True:
+            # Checked before new work starts: the only moment nothing is in flight.
+            if self._should_continue():
+                break
             if not self.cancelled:
                 self._pump()
             if self._finished():
-                break
-            if self._should_continue():
                 break
             self.iterations += 1
             self._publish_status()
@@ -258,7 +259,7 @@ class DagDriver:
             self.state.attempts[t] = self.state.attempts.get(t, 0) + 1
         self._request_slots(start)
 
-    def _request_slots(self, tasks: list[str]) -> None:
+    def _request_slots(self, tasks: list[str], *, poll: int = 1) -> None:
         if not tasks:
             return
         for t in tasks:
@@ -275,7 +276,7 @@ class DagDriver:
             GATE_ACQUIRE,
             acquire_input(requests, self.ctx.current_utc_datetime, max_running_tasks=self.max_running_tasks),
         )
-        self._track(call, Waiting(Kind.GATE, tuple(tasks)))
+        self._track(call, Waiting(Kind.GATE, tuple(tasks), attempt=poll))
 
     def _start_attempt(self, task_id: str) -> None:
         attempt = self.state.attempts[task_id]
@@ -348,11 +349,11 @@ class DagDriver:
             self._arm_operator_wait()
             return
         if kind is Kind.GATE:
-            self._on_gate(waiting.tasks, _result(winner))
+            self._on_gate(waiting.tasks, _result(winner), poll=waiting.attempt)
             return
         if kind is Kind.GATE_BACKOFF:
             live = [t for t in waiting.tasks if self.run_state.status(t) is TaskStatus.SCHEDULED]
-            self._request_slots(live)
+            self._request_slots(live, poll=waiting.attempt + 1)
             return
         if kind is Kind.BATCH:
             self._on_batch(waiting.tasks, winner)
@@ -397,7 +398,7 @@ class DagDriver:
         if kind is Kind.TIMEOUT_RECORD:
             self._on_outcome(Outcome(task_id, waiting.attempt, _outcome_of(winner, waiting.attempt)))
 
-    def _on_gate(self, tasks: tuple[str, ...], result: Any) -> None:
+    def _on_gate(self, tasks: tuple[str, ...], result: Any, *, poll: int) -> None:
         granted, retry_after = parse_acquire_result(result)
         denied: list[str] = []
         for t in tasks:
@@ -415,11 +416,10 @@ class DagDriver:
             else:
                 denied.append(t)
         if denied:
-            polls = self.iterations + 1
-            seed = f"{self.execution_id}/gate/{denied[0]}/{polls}"
-            delay = max(retry_after, gate_backoff_seconds(min(polls, 20), seed))
+            seed = f"{self.execution_id}/gate/{denied[0]}/{poll}"
+            delay = max(retry_after, gate_backoff_seconds(min(poll, 20), seed))
             timer = self.ctx.create_timer(self.ctx.current_utc_datetime + timedelta(seconds=delay))
-            self._track(timer, Waiting(Kind.GATE_BACKOFF, tuple(denied)))
+            self._track(timer, Waiting(Kind.GATE_BACKOFF, tuple(denied), attempt=poll))
 
     def _on_batch(self, tasks: tuple[str, ...], winner: Durable) -> None:
         self.in_flight -= len(tasks)

@@ -1,0 +1,119 @@
+"""Operator recovery of dead-lettered tasks: the store side of retry, retry with params, skip, cancel.
+
+The API calls :func:`resolve_dead_letter` and, once it has committed, raises the returned
+:class:`~shared.execution_messages.OperatorAction` into the execution's orchestration as the
+``weft.operator`` event. Resolving first makes the action idempotent and race-free: of two
+operators acting on the same dead letter, one commits and the other gets ``ConflictError`` (409)
+before anything reaches the orchestration.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import datetime
+from typing import Any
+
+from shared.claimcheck import offload
+from shared.errors import ConcurrencyError, ConflictError, NotFoundError
+from shared.execution_messages import OperatorAction, OperatorActionKind
+from shared.lifecycle import LogEvent
+from shared.ports import ExecutionWrite, PayloadStore, Stores
+from shared.records import DeadLetterResolution, DeadLetterStatus, Execution, NewEvent, TaskRun
+from shared.states import EXECUTION_MACHINE, ExecutionStatus, TaskStatus
+
+MAX_CAS_ATTEMPTS = 20
+
+_RESOLUTION = {
+    OperatorActionKind.RETRY: DeadLetterResolution.RETRY,
+    OperatorActionKind.SKIP: DeadLetterResolution.SKIP,
+    OperatorActionKind.CANCEL: DeadLetterResolution.CANCEL,
+}
+
+
+def resolve_dead_letter(
+    stores: Stores,
+    payloads: PayloadStore,
+    tenant_id: str,
+    dead_letter_id: str,
+    action: OperatorActionKind,
+    *,
+    now: Callable[[], datetime],
+    params: dict[str, Any] | None = None,
+    output: Any = None,
+    resolved_by: str | None = None,
+    claim_check_threshold: int = 64 * 1024,
+) -> OperatorAction:
+    """Resolve an open dead letter; ``NotFoundError`` if unknown, ``ConflictError`` if resolved
+    already or if its execution has finished."""
+    for _ in range(MAX_CAS_ATTEMPTS):
+        dl = stores.executions.get_dead_letter(tenant_id, dead_letter_id)
+        if dl is None:
+            raise NotFoundError(f"dead letter {dead_letter_id} not found")
+        if dl.status is DeadLetterStatus.RESOLVED:
+            raise ConflictError(
+                f"dead letter {dead_letter_id} is already resolved ({dl.resolution})",
+                details={"resolution": str(dl.resolution)},
+            )
+        ex = stores.executions.get_execution(dl.execution_id)
+        if ex is None or EXECUTION_MACHINE.is_terminal(ex.status):
+            raise ConflictError(f"execution {dl.execution_id} has already finished")
+        at = now()
+        resolved = dl.model_copy(
+            update={
+                "status": DeadLetterStatus.RESOLVED,
+                "resolution": _RESOLUTION[action],
+                "resolved_at": at,
+                "resolved_by": resolved_by,
+            }
+        )
+        task_runs: list[TaskRun] = []
+        data: dict[str, Any] = {"taskId": dl.task_id, "deadLetterId": dl.id, "action": str(action)}
+        if action is OperatorActionKind.SKIP:
+            run = stores.executions.get_task_run(ex.id, dl.task_id) or TaskRun(
+                execution_id=ex.id, task_id=dl.task_id
+            )
+            stored = offload(payloads, output, claim_check_threshold, prefix=tenant_id)
+            task_runs.append(
+                run.model_copy(update={"status": TaskStatus.SKIPPED, "output": stored, "finished_at": at})
+            )
+            event_type = LogEvent.TASK_SKIPPED
+        elif action is OperatorActionKind.RETRY:
+            event_type = LogEvent.TASK_RETRIED_BY_OPERATOR
+            if params is not None:
+                data["paramsReplaced"] = True
+        else:
+            event_type = LogEvent.TASK_CANCELLED
+        execution: Execution | None = None
+        if (
+            action is not OperatorActionKind.CANCEL
+            and ex.status is ExecutionStatus.WAITING
+            and not _other_open_dead_letters(stores, tenant_id, ex.id, dl.id)
+        ):
+            execution = ex.model_copy(update={"status": ExecutionStatus.RUNNING})
+        try:
+            stores.executions.commit(
+                ExecutionWrite(
+                    ex.id,
+                    execution=execution,
+                    task_runs=task_runs,
+                    events=[NewEvent(type=event_type, at=at, data=data)],
+                    dead_letters=[resolved],
+                )
+            )
+        except ConcurrencyError:
+            continue
+        return OperatorAction(task_id=dl.task_id, action=action, dead_letter_id=dl.id, params=params)
+    raise ConcurrencyError(f"dead letter {dead_letter_id}: too many concurrent updates")
+
+
+def _other_open_dead_letters(stores: Stores, tenant_id: str, execution_id: str, except_id: str) -> bool:
+    continuation: str | None = None
+    while True:
+        page = stores.executions.list_dead_letters(
+            tenant_id, status=DeadLetterStatus.OPEN, limit=100, continuation=continuation
+        )
+        if any(d.execution_id == execution_id and d.id != except_id for d in page.items):
+            return True
+        if page.continuation is None:
+            return False
+        continuation = page.continuation
