@@ -5,8 +5,10 @@ PYTHON_BOOT := $(shell command -v $(PY_VERSION) || command -v python3)
 VENV := .venv
 PY := $(VENV)/bin/python
 DATA := .weft
+# checkov pins dependencies that conflict with ours, so it lives in its own venv.
+CHECKOV := .tools/checkov/bin/checkov
 
-.PHONY: help run func test lint types unit check-infra bench clean deps
+.PHONY: help run func test lint types unit check-infra checkov bench clean deps
 
 help:
 	@echo "make run    - start Azurite and the function app on devhost (http://127.0.0.1:7071)"
@@ -26,6 +28,17 @@ node_modules/.installed: package.json
 
 deps: $(VENV)/.installed node_modules/.installed
 
+$(CHECKOV): infra/requirements-checkov.txt
+	$(PYTHON_BOOT) -m venv .tools/checkov
+	.tools/checkov/bin/python -m pip install -q -r infra/requirements-checkov.txt
+	touch $@
+
+checkov: $(CHECKOV)
+
+# Static checks of the Azure deployment (Terraform, host.json, app settings, monitoring queries).
+check-infra: deps checkov
+	$(PY) -m pytest tests/infra -q
+
 local.settings.json:
 	cp local.settings.json.example local.settings.json
 
@@ -43,7 +56,7 @@ lint: $(VENV)/.installed
 types: $(VENV)/.installed
 	$(VENV)/bin/mypy shared orchestrators activities entities triggers devhost function_app.py
 
-test: deps lint types
+test: deps checkov lint types
 	$(PY) -m pytest
 
 bench: deps
