@@ -279,7 +279,10 @@ class DevHost:
                 conn = s.trigger.get("connection")
                 cs = connection_string(self.settings.get, self.settings.resolve(str(conn)) if conn else None)
                 poll = float(self.settings.get(BLOB_POLL_SETTING) or 1.0)
-                self.triggers.append(BlobTrigger(s, cs, invoker, self.io_pool, poll_seconds=poll))
+                threshold = int(self._extension("blobs").get("poisonBlobThreshold") or 5)
+                self.triggers.append(
+                    BlobTrigger(s, cs, invoker, self.io_pool, poll_seconds=poll, max_dequeue=threshold)
+                )
             elif s.trigger_type == "serviceBusTrigger":
                 if self._bus is None:
                     from shared.adapters.factory import get_bus
@@ -291,14 +294,16 @@ class DevHost:
                     ServiceBusTrigger(s, entity, self._bus, invoker, sb_pool, max_concurrent_calls=sb_calls)
                 )
 
-    def _service_bus_concurrency(self) -> int:
+    def _extension(self, name: str) -> dict[str, Any]:
         path = self.root / "host.json"
-        if path.exists():
-            doc = json.loads(path.read_text(encoding="utf-8"))
-            sb = doc.get("extensions", {}).get("serviceBus", {}) if isinstance(doc, dict) else {}
-            if isinstance(sb, dict) and sb.get("maxConcurrentCalls"):
-                return int(sb["maxConcurrentCalls"])
-        return 16
+        if not path.exists():
+            return {}
+        doc = json.loads(path.read_text(encoding="utf-8"))
+        section = doc.get("extensions", {}).get(name, {}) if isinstance(doc, dict) else {}
+        return section if isinstance(section, dict) else {}
+
+    def _service_bus_concurrency(self) -> int:
+        return int(self._extension("serviceBus").get("maxConcurrentCalls") or 16)
 
     async def _run_trigger(self, trigger: Any) -> None:
         try:

@@ -5,8 +5,8 @@ span ``/``, as ``{name}`` does on the host). Each blob version (ETag) fires once
 invocation devhost writes the host's receipt blob
 ``azure-webjobs-hosts/blobreceipts/<hostId>/<function>/<etag>/<container>/<blob>``, so a restart,
 or a second devhost on the same storage, does not fire it again. A blob whose function fails
-``MAX_DEQUEUE`` times is given up on (the host moves it to ``webjobs-blobtrigger-poison``); devhost
-records a poison receipt and logs an error.
+``poisonBlobThreshold`` times (host.json ``extensions.blobs``, default 5) is given up on: the host
+moves it to ``webjobs-blobtrigger-poison``; devhost records a poison receipt and logs an error.
 """
 
 from __future__ import annotations
@@ -84,6 +84,7 @@ class BlobTrigger:
         *,
         host_id: str = "devhost",
         poll_seconds: float = 1.0,
+        max_dequeue: int = MAX_DEQUEUE,
     ) -> None:
         self.spec = spec
         self.path = BlobPath.parse(str(spec.trigger["path"]))
@@ -92,6 +93,7 @@ class BlobTrigger:
         self.executor = executor
         self.host_id = host_id
         self.poll_seconds = poll_seconds
+        self.max_dequeue = max(1, max_dequeue)
         self._done: set[tuple[str, str]] = set()
         self.fired = 0
 
@@ -162,7 +164,7 @@ class BlobTrigger:
         except Exception as exc:
             receipt = await self._call(self._receipt, etag, blob) or {}
             failures = int(receipt.get("failures", "0")) + 1
-            poison = failures >= MAX_DEQUEUE
+            poison = failures >= self.max_dequeue
             meta = {"failures": str(failures), "completed": "true" if poison else "false"}
             if poison:
                 meta["poison"] = "true"
