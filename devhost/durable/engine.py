@@ -54,6 +54,8 @@ INSERT_MSG = (
     "INSERT INTO messages(instance_id, execution_id, event, visible_at, lease_owner, lease_until) "
     "VALUES(?,?,?,?,?,?)"
 )
+COMPLETION_TYPES = frozenset({EventType.TASK_COMPLETED, EventType.TASK_FAILED})
+COALESCE_MAX = 256
 CONTROL_TYPES = frozenset(
     {EventType.EXECUTION_TERMINATED, EventType.EXECUTION_SUSPENDED, EventType.EXECUTION_RESUMED}
 )
@@ -87,6 +89,9 @@ class Inst:
     pending: list[Msg] = field(default_factory=list)
     running: bool = False
     queued: bool = False
+    in_flight: int = 0  # activities dispatched whose completion has not been delivered yet
+    pending_urgent: int = 0  # pending messages other than activity completions
+    defer_deadline: float | None = None
 
 
 @dataclass
@@ -147,6 +152,7 @@ class DurableEngine:
         orchestrator_workers: int = 10,
         task_hub: str = "TestHubName",
         lease_seconds: float = 60.0,
+        coalesce_ms: float = 10.0,
     ) -> None:
         self.task_hub = task_hub
         self.registry = FunctionRegistry(functions)
@@ -156,6 +162,7 @@ class DurableEngine:
         self.activity_workers = max(1, activity_workers)
         self.orchestrator_workers = max(1, orchestrator_workers)
         self.lease_seconds = lease_seconds
+        self.coalesce_s = max(0.0, coalesce_ms / 1000.0)
 
         # One lock, three wait queues: orchestrator workers, activity workers, everything else
         # (timers, idle and completion waiters), so a wake-up always reaches a thread that can act.
@@ -170,6 +177,9 @@ class DurableEngine:
         self._timers: list[tuple[float, int, str, str, Any]] = []
         self._running_eps = 0
         self._running_acts = 0
+        self._deferred: list[tuple[float, int, str]] = []
+        self._n_deferred = 0
+        self._defer_seq = 0
         self._stopping = False
         self._threads: list[threading.Thread] = []
         self._started = False
@@ -188,6 +198,7 @@ class DurableEngine:
             self._spawn(self._activity_loop, f"devhost-act-{i}")
         self._spawn(self._timer_loop, "devhost-timers")
         self._spawn(self._lease_loop, "devhost-leases")
+        self._spawn(self._coalesce_loop, "devhost-coalesce")
 
     def _spawn(self, target: Any, name: str) -> None:
         t = threading.Thread(target=target, name=name, daemon=True)
@@ -253,6 +264,9 @@ class DurableEngine:
                     self._deliver_locked(iid, m)
             for aid, iid, eid, tid, name, inp in acts:
                 self._acts.append(ActivityItem(aid, iid, eid, tid, name, inp))
+                owner = self._inst_locked(iid)
+                if owner is not None:
+                    owner.in_flight += 1
                 self._act_cv.notify()
             for mid, entid, body, vis in ents:
                 em = EntMsg(mid, json.loads(body))
@@ -302,13 +316,35 @@ class DurableEngine:
             self._drop_messages([msg.id])
             return
         inst.pending.append(msg)
+        if msg.event["EventType"] not in COMPLETION_TYPES:
+            inst.pending_urgent += 1
         self._schedule_inst_locked(inst)
 
-    def _schedule_inst_locked(self, inst: Inst) -> None:
+    def _schedule_inst_locked(self, inst: Inst, force: bool = False) -> None:
         if inst.running or inst.queued or not inst.pending:
             return
         if inst.suspended and not any(m.event["EventType"] in CONTROL_TYPES for m in inst.pending):
             return
+        if (
+            not force
+            and self.coalesce_s > 0
+            and inst.in_flight > 0
+            and inst.pending_urgent == 0
+            and len(inst.pending) < COALESCE_MAX
+            and not self._stopping
+        ):
+            # More completions of a fan-out are on their way: let a few milliseconds' worth gather
+            # into one episode rather than replaying a large history for each (DTFx batches too).
+            if inst.defer_deadline is None:
+                inst.defer_deadline = time.perf_counter() + self.coalesce_s
+                self._n_deferred += 1
+                self._defer_seq += 1
+                heapq.heappush(self._deferred, (inst.defer_deadline, self._defer_seq, inst.instance_id))
+                self._cond.notify_all()
+            return
+        if inst.defer_deadline is not None:
+            inst.defer_deadline = None
+            self._n_deferred -= 1
         inst.queued = True
         self._ready.append(("o", inst.instance_id))
         self._orch_cv.notify()
@@ -328,7 +364,13 @@ class DurableEngine:
         self._orch_cv.notify()
 
     def _idle_locked(self) -> bool:
-        return not self._ready and not self._acts and self._running_eps == 0 and self._running_acts == 0
+        return (
+            not self._ready
+            and not self._acts
+            and self._running_eps == 0
+            and self._running_acts == 0
+            and self._n_deferred == 0
+        )
 
     def _drop_messages(self, ids: list[int]) -> None:
         if not ids:
@@ -399,7 +441,8 @@ class DurableEngine:
             finally:
                 with self._cond:
                     self._running_acts -= 1
-                    self._cond.notify_all()
+                    if self._idle_locked():
+                        self._cond.notify_all()
 
     def _timer_loop(self) -> None:
         while True:
@@ -429,6 +472,24 @@ class DurableEngine:
                     else:
                         self._deliver_entity_locked(target, m)
                 self._cond.notify_all()
+
+    def _coalesce_loop(self) -> None:
+        while True:
+            with self._cond:
+                if self._stopping:
+                    return
+                if not self._deferred:
+                    self._cond.wait()
+                    continue
+                deadline, _, iid = self._deferred[0]
+                left = deadline - time.perf_counter()
+                if left > 0:
+                    self._cond.wait(left)
+                    continue
+                heapq.heappop(self._deferred)
+                inst = self._insts.get(iid)
+                if inst is not None and inst.defer_deadline == deadline:
+                    self._schedule_inst_locked(inst, force=True)
 
     def _lease_loop(self) -> None:
         interval = max(0.5, self.lease_seconds / 3.0)
@@ -469,17 +530,23 @@ class DurableEngine:
                 ev = h.task_completed(ts, item.task_id, result)
             except ActivityFailure as f:
                 ev = h.task_failed(ts, item.task_id, f.reason, f.details)
+        mid: int | None = None
         with self.store.tx() as cur:
-            if cur.execute("DELETE FROM activities WHERE id=?", (item.id,)).rowcount == 0:
-                return  # another delivery of this work item already completed it
-            cur.execute(
-                INSERT_MSG,
-                (item.instance_id, item.execution_id, dumps(ev), 0.0, self.host_id, self._lease_until()),
-            )
-            mid = cur.lastrowid
-        assert mid is not None
+            # rowcount 0: another delivery of this work item already completed it.
+            if cur.execute("DELETE FROM activities WHERE id=?", (item.id,)).rowcount:
+                cur.execute(
+                    INSERT_MSG,
+                    (item.instance_id, item.execution_id, dumps(ev), 0.0, self.host_id, self._lease_until()),
+                )
+                mid = cur.lastrowid
         with self._cond:
-            self._deliver_locked(item.instance_id, Msg(mid, item.execution_id, ev))
+            owner = self._insts.get(item.instance_id)
+            if owner is not None and owner.in_flight > 0:
+                owner.in_flight -= 1
+            if mid is not None:
+                self._deliver_locked(item.instance_id, Msg(mid, item.execution_id, ev))
+            elif owner is not None:
+                self._schedule_inst_locked(owner)
 
     # ================================================================ orchestrator episodes
     def _load_history(self, inst: Inst) -> None:
@@ -495,6 +562,7 @@ class DurableEngine:
         with self._cond:
             msgs = inst.pending
             inst.pending = []
+            inst.pending_urgent = 0
         now = self.clock.now()
         self._load_history(inst)
         assert inst.history is not None
@@ -540,6 +608,7 @@ class DurableEngine:
         if keep:
             with self._cond:
                 inst.pending = keep + inst.pending
+                inst.pending_urgent += sum(1 for m in keep if m.event["EventType"] not in COMPLETION_TYPES)
         if suspended or not any(e["EventType"] not in CONTROL_TYPES for e in new_events):
             ep.append_control_only(new_events)
             ep.commit(consumed)
@@ -1298,6 +1367,7 @@ class _Episode:
             for a in new_acts:
                 e._acts.append(a)
                 e._act_cv.notify()
+            inst.in_flight += len(new_acts)
             for target, m, visible in new_msgs:
                 if visible > 0:
                     heapq.heappush(e._timers, (visible, m.id, "o", target, m))
