@@ -1,5 +1,5 @@
 # Optional managed backend for Durable Functions (durable_backend = durable_task_scheduler).
-# Sizing (docs/deploy.md, "Durable backend"): peak 3,750 actions/s / 2,000 per CU -> 3 CU.
+# Sizing (docs/deploy.md, "Durable backend"): peak 4,650 actions/s (worst case) / 2,000 per CU = 2.3 -> 3 CU.
 resource "azapi_resource" "durable_scheduler" {
   count     = local.use_dts ? 1 : 0
   type      = "Microsoft.DurableTask/schedulers@2025-11-01"

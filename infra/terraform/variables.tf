@@ -57,11 +57,11 @@ variable "cosmos_autoscale_max_throughput" {
   type        = map(number)
   description = "Autoscale maximum RU/s per container (used only when cosmos_throughput_mode = autoscale). See docs/deploy.md, capacity model."
   default = {
-    executions  = 60000
+    executions  = 80000
     definitions = 1000
     tenants     = 1000
     leases      = 1000
-    idempotency = 4000
+    idempotency = 10000
   }
 
   validation {
@@ -83,7 +83,7 @@ variable "durable_backend" {
 
 variable "durable_task_scheduler_capacity" {
   type        = number
-  description = "Capacity units of the Dedicated Durable Task Scheduler (only with durable_backend = durable_task_scheduler). 3 CU = 6,000 actions/s for a 3,750 actions/s peak; see docs/deploy.md."
+  description = "Capacity units of the Dedicated Durable Task Scheduler (only with durable_backend = durable_task_scheduler). 3 CU = 6,000 actions/s for a worst-case 4,650 actions/s peak; see docs/deploy.md."
   default     = 3
 
   validation {
