@@ -28,6 +28,14 @@ class WeftSettings(BaseSettings):
     blob_account_url: str | None = None
     payload_container: str = "payloads"
 
+    # Cosmos DB (WEFT_STORE=cosmos): the account endpoint with a key (or a whole connection string
+    # in WEFT_COSMOS_KEY) locally; without a key, DefaultAzureCredential (managed identity in Azure).
+    cosmos_endpoint: str | None = None
+    cosmos_key: SecretStr | None = None
+    cosmos_database: str = "weft"
+    # Dispatched outbox records expire this long after being marked (Cosmos TTL).
+    cosmos_outbox_ttl_seconds: int = Field(default=24 * 3600, ge=60)
+
     # Service Bus (WEFT_BUS=servicebus): a connection string locally, else the namespace
     # (<name>.servicebus.windows.net) with DefaultAzureCredential (managed identity in Azure).
     servicebus_connection: SecretStr | None = None
