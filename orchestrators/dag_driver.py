@@ -70,6 +70,8 @@ BATCH_SIZE = 16
 GATE_LEASE_MARGIN_SECONDS = 60.0
 #: After this many loop iterations in one generation, continue as new at the next quiescent point.
 ITERATIONS_PER_GENERATION = 200
+#: Far enough to never fire in practice, short enough to stay one timer (the SDK splits > 6 days).
+WATCHDOG = timedelta(days=5)
 
 Durable = Any  # an SDK task object; typed loosely because the SDK ships no type information
 
@@ -82,7 +84,6 @@ class Kind(Enum):
     TIMEOUT_RECORD = auto()
     BACKOFF = auto()
     BATCH = auto()
-    SENTINEL = auto()
     CANCEL = auto()
     OPERATOR = auto()
 
@@ -163,6 +164,8 @@ class DagDriver:
 
         self.pending: dict[Durable, Waiting] = {}
         self.fresh: list[Durable] = []
+        #: Every timer created and possibly not yet fired (cancelled before the final actions).
+        self.timers: list[Durable] = []
         self.want_slot: deque[str] = deque()
         self.in_flight = 0
         self.held_slots: set[str] = set()
@@ -195,13 +198,18 @@ class DagDriver:
             self.iterations += 1
             self._publish_status()
             waits = list(self.pending)
-            if self.fresh and self._older_outstanding():
-                sentinel = self.ctx.create_timer(self.ctx.current_utc_datetime)
-                self.pending[sentinel] = Waiting(Kind.SENTINEL)
-                waits.append(sentinel)
+            if self.fresh:
+                now = self.ctx.current_utc_datetime
+                if self._older_outstanding():
+                    # Due at once: this yield's top-level action completes within an episode.
+                    waits.append(self._timer(now))
+                elif self._needs_watchdog():
+                    # Cancelled on the way out, so that long waits never hold back the last actions.
+                    waits.append(self._timer(now + WATCHDOG))
             self.fresh = []
             winner = yield self.ctx.task_any(waits)
             self._dispatch(winner)
+        self._unblock()
         self._release_all_slots()
         self._publish_status()
 
@@ -209,6 +217,25 @@ class DagDriver:
         self.pending[task] = waiting
         self.fresh.append(task)
         return task
+
+    def _timer(self, fire_at: datetime) -> Durable:
+        timer = self.ctx.create_timer(fire_at)
+        self.timers.append(timer)
+        return timer
+
+    def _needs_watchdog(self) -> bool:
+        kinds = {self.pending[t].kind for t in self.fresh if t in self.pending}
+        has_timer = kinds & {Kind.TIMEOUT, Kind.BACKOFF, Kind.GATE_BACKOFF}
+        return not has_timer and bool(kinds & {Kind.BATCH, Kind.OPERATOR, Kind.CANCEL})
+
+    def _unblock(self) -> None:
+        """Cancel every timer still outstanding, so every top-level action before the final ones
+        (finalize, release, continue-as-new, completion) is complete when the extension replays it."""
+        for timer in self.timers:
+            if not timer.is_completed:
+                with contextlib.suppress(ValueError):
+                    timer.cancel()
+        self.timers = []
 
     def _older_outstanding(self) -> bool:
         fresh = set(map(id, self.fresh))
@@ -295,7 +322,7 @@ class DagDriver:
             deadline=deadline,
         ).to_json_dict()
         call = self.ctx.call_activity(ActivityName.RUN_TASK, payload)
-        timer = self.ctx.create_timer(deadline)
+        timer = self._timer(deadline)
         self._track(call, Waiting(Kind.ATTEMPT, (task_id,), attempt, partner=timer))
         self._track(timer, Waiting(Kind.TIMEOUT, (task_id,), attempt, partner=call))
 
@@ -334,11 +361,9 @@ class DagDriver:
 
     def _dispatch(self, winner: Durable) -> None:
         waiting = self.pending.pop(winner, None)
-        if waiting is None:  # pragma: no cover - task_any only returns what it was given
+        if waiting is None:  # a sentinel or watchdog timer: it only kept the action list moving
             return
         kind = waiting.kind
-        if kind is Kind.SENTINEL:
-            return
         if kind is Kind.CANCEL:
             self.cancelled = True
             self._cancel_everything()
@@ -418,7 +443,7 @@ class DagDriver:
         if denied:
             seed = f"{self.execution_id}/gate/{denied[0]}/{poll}"
             delay = max(retry_after, gate_backoff_seconds(min(poll, 20), seed))
-            timer = self.ctx.create_timer(self.ctx.current_utc_datetime + timedelta(seconds=delay))
+            timer = self._timer(self.ctx.current_utc_datetime + timedelta(seconds=delay))
             self._track(timer, Waiting(Kind.GATE_BACKOFF, tuple(denied), attempt=poll))
 
     def _on_batch(self, tasks: tuple[str, ...], winner: Durable) -> None:
@@ -460,7 +485,7 @@ class DagDriver:
             # A task backing off still counts against maxParallelism: it has not finished.
             self.run_state.set_status(o.task_id, TaskStatus.RETRYING)
             delay = work.retry.next_delay(budget_attempt, retry_seed(self.execution_id, o.task_id, o.attempt))
-            timer = self.ctx.create_timer(self.ctx.current_utc_datetime + timedelta(seconds=delay))
+            timer = self._timer(self.ctx.current_utc_datetime + timedelta(seconds=delay))
             self._track(timer, Waiting(Kind.BACKOFF, (o.task_id,), o.attempt))
             return
         self._on_final_failure(o.task_id, o.attempt, error)
@@ -526,13 +551,10 @@ class DagDriver:
         )
 
     def _cancel_everything(self) -> None:
-        for t, s in self.run_state.statuses.items():
-            if s in (
-                TaskStatus.PENDING,
-                TaskStatus.SCHEDULED,
-                TaskStatus.RETRYING,
-                TaskStatus.DEAD_LETTERED,
-            ):
+        unfinished = (TaskStatus.PENDING, TaskStatus.SCHEDULED, TaskStatus.RETRYING, TaskStatus.DEAD_LETTERED)
+        for t in self.run_state.index.topological_order:
+            # Re-read: cancelling a task also cancels its pending descendants.
+            if self.run_state.status(t) in unfinished:
                 self.run_state.set_status(t, TaskStatus.CANCELLED)
         self.pending.clear()
         self.in_flight = 0

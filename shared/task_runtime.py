@@ -254,10 +254,10 @@ def _resolve_params(stores: Stores, payloads: PayloadStore, ex: Execution, task:
         for run in stores.executions.get_task_runs(ex.id):
             if run.task_id not in upstream:
                 continue
-            if run.status is TaskStatus.SKIPPED:
+            if run.status is TaskStatus.SKIPPED and run.output is None:
                 skipped.add(run.task_id)
-                outputs[run.task_id] = resolve(payloads, run.output)
-            elif run.status is TaskStatus.SUCCEEDED:
+            elif run.status in (TaskStatus.SUCCEEDED, TaskStatus.SKIPPED):
+                # An operator's skip may supply the output the task would have produced.
                 outputs[run.task_id] = resolve(payloads, run.output)
     needs_input = any(
         f.reference is not None and f.reference.source == "input" for f in find_references(task.params)
