@@ -40,6 +40,7 @@ FUNCTION_KEY_SETTING = "DEVHOST_FUNCTION_KEY"
 MASTER_KEY_SETTING = "DEVHOST_MASTER_KEY"
 DURABLE_KEY_SETTING = "DEVHOST_DURABLE_KEY"
 BLOB_POLL_SETTING = "DEVHOST_BLOB_POLL_SECONDS"
+RPC_OVER_HTTP_SETTING = "DEVHOST_RPC_OVER_HTTP"
 
 
 class HostError(Exception):
@@ -120,6 +121,7 @@ class DevHost:
         )
         self.io_pool = ThreadPoolExecutor(max_workers=32, thread_name_prefix="devhost-io")
         self.host_state: HostState | None = None
+        self._shortcut: Any = None
 
     # ------------------------------------------------------------------ start-up
 
@@ -237,6 +239,11 @@ class DevHost:
         )
         if self.backend is not None:
             self.management.endpoints = self.endpoints
+            if (self.settings.get(RPC_OVER_HTTP_SETTING) or "").lower() not in ("1", "true"):
+                from devhost.rpc_shortcut import RpcShortcut
+
+                self._shortcut = RpcShortcut(self._rpc_base_url, self.management.routes(RPC_PREFIX))
+                self._shortcut.install()
             self.backend.start()
         for t in self.triggers:
             self._tasks.append(asyncio.create_task(self._run_trigger(t), name=f"trigger:{t.spec.name}"))
@@ -349,6 +356,9 @@ class DevHost:
 
         return guarded
 
+    def _rpc_base_url(self) -> str:
+        return self.endpoints.rpc_base_url
+
     def _client_binding(self) -> str:
         return self.endpoints.client_binding()
 
@@ -363,6 +373,9 @@ class DevHost:
             # Stops accepting connections and lets in-flight requests finish.
             await self._runner.cleanup()
             self._runner = None
+        if self._shortcut is not None:
+            self._shortcut.uninstall()
+            self._shortcut = None
         if self._tasks:
             _done, pending = await asyncio.wait(self._tasks, timeout=30 if graceful else 0.1)
             for t in pending:

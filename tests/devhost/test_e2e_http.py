@@ -55,6 +55,20 @@ def test_selftest_starter_runs_the_fanout_to_completion(weft: RunningHost) -> No
 
         output = json.loads(output)
     assert output == {"width": 12, "sum": sum(range(12))}
+    # The starter's client ran on the host loop, so its start call took the in-process transport.
+    assert weft.host is not None
+    assert weft.host._shortcut is not None
+    assert weft.host._shortcut.calls >= 1
+
+
+def test_rpc_can_go_over_http(tmp_path: Path) -> None:
+    settings = {**SETTINGS, "DEVHOST_RPC_OVER_HTTP": "1"}
+    with RunningHost("function_app:app", ROOT, settings=settings, data_dir=tmp_path / "d") as h:
+        assert h.host is not None
+        assert h.host._shortcut is None
+        r = httpx.post(f"{h.url}/api/v1/selftest", params={"code": "fkey"}, json={"width": 2})
+        assert r.status_code == 202
+        assert poll(r.json()["statusQueryGetUri"], {"Completed"}).json()["runtimeStatus"] == "Completed"
 
 
 def test_selftest_requires_the_function_key(weft: RunningHost) -> None:
