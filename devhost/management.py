@@ -249,6 +249,8 @@ class ManagementApi:
             iid = await self._call(self.backend.start_instance, name, instance_id, input_json)
         except InstanceExistsError as exc:
             return _error(409, str(exc) or f"An instance with ID '{instance_id}' already exists.")
+        except ValueError as exc:  # the engine's ArgumentException equivalents (e.g. unknown function)
+            return _error(400, "One or more of the arguments submitted is incorrect", str(exc))
         log.info(json.dumps({"evt": "client.start", "function": name, "instanceId": iid}))
         timeout = request.query.get("timeout")
         interval = request.query.get("pollingInterval")
