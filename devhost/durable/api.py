@@ -4,7 +4,9 @@
 call only these methods. Status dicts use the Durable extension's management-API JSON shape
 (``name``, ``instanceId``, ``runtimeStatus``, ``input``, ``customStatus``, ``output``, ``createdTime``,
 ``lastUpdatedTime``, and ``historyEvents`` when asked), so the HTTP layer can return them as they are.
-All JSON payloads cross this seam as JSON *strings* (or None), exactly as the extension stores them.
+All JSON payloads cross this seam as JSON *strings* (or None), exactly as the extension stores them;
+the one exception is the status dicts, whose ``input``, ``output`` and ``customStatus`` (and history
+``Input``/``Result``) are decoded JSON values, as the management API shows them.
 """
 
 from __future__ import annotations

@@ -125,6 +125,16 @@ class InstanceStats:
     activity_latency_ms: list[float] = field(default_factory=list)
 
 
+def _parse_json(raw: str | None) -> Any:
+    """Stored payloads are JSON text; the management API shows them as JSON values."""
+    if raw is None:
+        return None
+    try:
+        return json.loads(raw)
+    except ValueError:
+        return raw
+
+
 def _status_time(ts: str) -> str:
     """Management API times are second precision ISO with a Z."""
     return ts[:19] + "Z" if ts else ts
@@ -761,9 +771,9 @@ class DurableEngine:
             "name": r[0],
             "instanceId": instance_id,
             "runtimeStatus": r[1],
-            "input": r[2] if show_input else None,
-            "customStatus": r[4],
-            "output": r[3],
+            "input": _parse_json(r[2]) if show_input else None,
+            "customStatus": _parse_json(r[4]),
+            "output": _parse_json(r[3]),
             "createdTime": _status_time(r[5]),
             "lastUpdatedTime": _status_time(r[6]),
         }
@@ -1400,7 +1410,7 @@ def management_history(events: list[Event], show_output: bool) -> list[dict[str,
         if et == EventType.EXECUTION_STARTED:
             item["FunctionName"] = ev.get("Name")
             if show_output:
-                item["Input"] = ev.get("Input")
+                item["Input"] = _parse_json(ev.get("Input"))
         elif et in (
             EventType.TASK_COMPLETED,
             EventType.TASK_FAILED,
@@ -1418,11 +1428,11 @@ def management_history(events: list[Event], show_output: bool) -> list[dict[str,
                 item["Reason"] = ev.get("Reason")
                 item["Details"] = ev.get("Details")
             if show_output and "Result" in ev:
-                item["Result"] = ev.get("Result")
+                item["Result"] = _parse_json(ev.get("Result"))
         elif et == EventType.EXECUTION_COMPLETED:
             item["OrchestrationStatus"] = ev.get("OrchestrationStatus")
             if show_output:
-                item["Result"] = ev.get("Result")
+                item["Result"] = _parse_json(ev.get("Result"))
         elif et in (EventType.TIMER_CREATED, EventType.TIMER_FIRED):
             item["FireAt"] = ev.get("FireAt")
             if et == EventType.TIMER_FIRED:
@@ -1432,7 +1442,7 @@ def management_history(events: list[Event], show_output: bool) -> list[dict[str,
             if et == EventType.EVENT_SENT:
                 item["InstanceId"] = ev.get("InstanceId")
             if show_output:
-                item["Input"] = ev.get("Input")
+                item["Input"] = _parse_json(ev.get("Input"))
         out.append(item)
     return out
 

@@ -47,7 +47,7 @@ def run(
 
 
 def output(st: dict[str, Any]) -> Any:
-    return json.loads(st["output"]) if st["output"] is not None else None
+    return st["output"]
 
 
 def test_sequence_and_status_shape(engine: DurableEngine) -> None:
@@ -56,7 +56,7 @@ def test_sequence_and_status_shape(engine: DurableEngine) -> None:
     assert output(st) == ["Hello Tokyo!", "Hello Seattle!", "Hello London!"]
     assert st["name"] == "sequence"
     assert st["instanceId"] == "seq-1"
-    assert st["input"] == "null"
+    assert st["input"] is None
     assert st["createdTime"].endswith("Z")
     full = engine.get_status("seq-1", show_history=True, show_history_output=True)
     assert full is not None
@@ -163,7 +163,7 @@ def test_uncaught_failure_fails_the_instance(engine: DurableEngine) -> None:
 def test_continue_as_new_resets_history(engine: DurableEngine) -> None:
     st = run(engine, "counter_loop", 0, instance_id="loop")
     assert output(st) == 3
-    assert st["input"] == "3"
+    assert st["input"] == 3
     full = engine.get_status("loop", show_history=True)
     assert full is not None
     assert [e["EventType"] for e in full["historyEvents"]].count("ExecutionStarted") == 1
@@ -172,7 +172,7 @@ def test_continue_as_new_resets_history(engine: DurableEngine) -> None:
 def test_entities_call_signal_and_state(engine: DurableEngine) -> None:
     st = run(engine, "entity_user", "e1")
     assert output(st) == 15
-    assert json.loads(st["customStatus"]) == {"value": 15}
+    assert st["customStatus"] == {"value": 15}
     assert engine.read_entity("Counter", "e1") == (True, "15")
     engine.signal_entity("counter", "e1", "add", "7")
     assert engine.wait_for_idle(WAIT)
@@ -185,7 +185,7 @@ def test_custom_status_terminate_suspend_resume(engine: DurableEngine) -> None:
     assert engine.wait_for_idle(WAIT)
     st = engine.get_status(iid)
     assert st is not None
-    assert (st["runtimeStatus"], json.loads(st["customStatus"])) == ("Running", "step1")
+    assert (st["runtimeStatus"], st["customStatus"]) == ("Running", "step1")
     engine.suspend(iid, "pause")
     assert engine.wait_for_idle(WAIT)
     engine.raise_event(iid, "go", None)
@@ -196,7 +196,7 @@ def test_custom_status_terminate_suspend_resume(engine: DurableEngine) -> None:
     engine.resume(iid, "go on")
     st = engine.wait_for_completion(iid, WAIT)
     assert st is not None
-    assert (st["runtimeStatus"], output(st), json.loads(st["customStatus"])) == (
+    assert (st["runtimeStatus"], output(st), st["customStatus"]) == (
         "Completed",
         "done",
         {"step": 2},
