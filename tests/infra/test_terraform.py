@@ -70,6 +70,11 @@ def test_durable_task_scheduler_option() -> None:
         unquote(extra["AzureFunctionsJobHost__extensions__durableTask__storageProvider__type"])
         == "azureManaged"
     )
+    # The identity may use the scheduler only with its data role.
+    assert ("azapi_resource.durable_scheduler", "Durable Task Data Contributor") in model.identity_grants()
+    sku = scheduler["body"]["properties"]["sku"]
+    assert unquote(sku["name"]) == "Dedicated"
+    assert "var.durable_task_scheduler_capacity" in str(sku["capacity"])
 
 
 def test_storage_containers_and_messaging_entities() -> None:
