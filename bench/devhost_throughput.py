@@ -1,7 +1,9 @@
 """devhost throughput: a fan-out orchestration of no-op activities on the real clock.
 
 Runs devhost in this process (function_app.app, a temporary data dir, a free port), then:
-1. submit phase: CLIENTS concurrent HTTP clients POST /api/v1/selftest (width 1) -> submit latency;
+1. submit phase: CLIENTS concurrent HTTP clients (closed loop, in a separate process) POST
+   /api/v1/selftest (width 1), SUBMITS_PER_CLIENT each -> submit latency (each submit also starts
+   an orchestration that devhost runs meanwhile);
 2. fan-out phase: INSTANCES orchestrations of WIDTH no-op activities each, started over HTTP, run to
    completion -> activities/s, orchestrator episodes/s and scheduled->started latency of activities
    (the engine's own samples: time from the work item being queued to an activity worker taking it).
@@ -101,7 +103,21 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
     engine: Any = host.backend
     loop = asyncio.get_running_loop()
     try:
-        lat, sub_ids = await submit_phase(base, args.clients, args.submits_per_client)
+        # The load generator runs in its own process so it does not share devhost's GIL.
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable,
+            __file__,
+            "--submit-client",
+            base,
+            "--clients",
+            str(args.clients),
+            "--submits-per-client",
+            str(args.submits_per_client),
+            stdout=asyncio.subprocess.PIPE,
+        )
+        out, _ = await proc.communicate()
+        sub = json.loads(out)
+        lat, sub_ids = sub["latencies"], sub["ids"]
         await loop.run_in_executor(None, wait_all, engine, sub_ids, 120.0)
 
         t0 = time.perf_counter()
@@ -156,4 +172,10 @@ if __name__ == "__main__":
     p.add_argument("--submits-per-client", type=int, default=10)
     p.add_argument("--activity-workers", type=int, default=None)
     p.add_argument("--orchestrator-workers", type=int, default=None)
-    print(json.dumps(asyncio.run(main(p.parse_args())), indent=2))
+    p.add_argument("--submit-client", metavar="BASE_URL", help=argparse.SUPPRESS)
+    a = p.parse_args()
+    if a.submit_client:
+        lat, ids = asyncio.run(submit_phase(a.submit_client, a.clients, a.submits_per_client))
+        print(json.dumps({"latencies": lat, "ids": ids}))
+    else:
+        print(json.dumps(asyncio.run(main(a)), indent=2))
