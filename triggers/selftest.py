@@ -31,4 +31,5 @@ async def selftest_start(req: func.HttpRequest, client: df.DurableOrchestrationC
             mimetype="application/problem+json",
         )
     instance_id = await client.start_new(OrchestratorName.SELFTEST_FANOUT, None, body)
-    return client.create_check_status_response(req, instance_id)
+    response: func.HttpResponse = client.create_check_status_response(req, instance_id)
+    return response
