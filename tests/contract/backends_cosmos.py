@@ -8,32 +8,15 @@ the production container layout and deleted afterwards, so tests never see each 
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Iterator
-from contextlib import contextmanager, suppress
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
-from azure.cosmos import exceptions
 
-from shared.adapters.cosmos_store import CosmosStore
-from shared.adapters.cosmos_support import ensure_containers, get_client
 from shared.ports import FaultHook, Stores
 from tests.contract.backends import Backend, Registry, StoreHarness
-from tests.support.cosmos import CosmosTarget
-
-
-@contextmanager
-def cosmos_database(target: CosmosTarget) -> Iterator[tuple[CosmosStore, str]]:
-    client = get_client(target.endpoint, target.key)
-    name = f"weft-test-{uuid.uuid4().hex[:12]}"
-    database = client.create_database(name)
-    try:
-        ensure_containers(database)
-        yield CosmosStore(client, name), name
-    finally:
-        with suppress(exceptions.CosmosHttpResponseError):
-            client.delete_database(name)
+from tests.support.cosmos import CosmosTarget, cosmos_database
 
 
 @contextmanager

@@ -20,9 +20,8 @@ from shared.errors import TransientError
 from shared.ports import ExecutionWrite
 from shared.records import NewEvent
 from shared.settings import reset_settings_cache
-from tests.contract.backends_cosmos import cosmos_database
 from tests.contract.builders import T0, at, execution, outbox, task_run
-from tests.support.cosmos import CosmosTarget
+from tests.support.cosmos import CosmosTarget, cosmos_database
 
 pytestmark = pytest.mark.integration
 
@@ -137,14 +136,14 @@ def test_cosmos_store_without_an_endpoint_is_a_clear_error(monkeypatch: pytest.M
 
 
 def _throttled(retry_after_ms: str) -> exceptions.CosmosHttpResponseError:
-    exc = exceptions.CosmosHttpResponseError(status_code=429, message="Request rate is large")
+    exc = exceptions.CosmosHttpResponseError(status_code=429, message="Request rate is large")  # type: ignore[no-untyped-call]
     exc.headers = {"x-ms-retry-after-ms": retry_after_ms}
     return exc
 
 
 def test_429_waits_what_the_service_asks_then_succeeds() -> None:
     waits: list[float] = []
-    calls = iter([_throttled("120"), _throttled("40"), "ok"])
+    calls: Iterator[Exception | str] = iter([_throttled("120"), _throttled("40"), "ok"])
 
     def op() -> str:
         outcome = next(calls)
@@ -173,7 +172,7 @@ def test_other_errors_are_not_retried() -> None:
 
     def op() -> None:
         calls.append(1)
-        raise exceptions.CosmosHttpResponseError(status_code=400, message="bad query")
+        raise exceptions.CosmosHttpResponseError(status_code=400, message="bad query")  # type: ignore[no-untyped-call]
 
     with pytest.raises(exceptions.CosmosHttpResponseError):
         with_retries(op, RetryBudget(sleep=lambda _s: None))
@@ -223,7 +222,7 @@ def test_queries_with_a_partition_key_see_only_that_partition(raw: ContainerProx
 
 def test_change_feed_continues_from_where_it_stopped(raw: ContainerProxy) -> None:
     raw.create_item({"id": "a", "pk": "p"})
-    pages = raw.query_items_change_feed(start_time="Beginning").by_page()
+    pages: Any = raw.query_items_change_feed(start_time="Beginning").by_page()
     assert [d["id"] for page in pages for d in page] == ["a"]
     token = pages.continuation_token
 

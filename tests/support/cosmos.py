@@ -15,10 +15,16 @@ import os
 import select
 import shutil
 import subprocess
+import uuid
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
+
+from azure.cosmos import exceptions
+
+from shared.adapters.cosmos_store import CosmosStore
+from shared.adapters.cosmos_support import ensure_containers, get_client
 
 ROOT = Path(__file__).resolve().parents[2]
 LAUNCHER = Path(__file__).resolve().parent / "cosmos_server" / "launcher.js"
@@ -85,3 +91,16 @@ def cosmos_target() -> Iterator[CosmosTarget]:
         return
     with run_cosmos_server() as target:
         yield target
+
+
+@contextmanager
+def cosmos_database(target: CosmosTarget) -> Iterator[tuple[CosmosStore, str]]:
+    client = get_client(target.endpoint, target.key)
+    name = f"weft-test-{uuid.uuid4().hex[:12]}"
+    database = client.create_database(name)
+    try:
+        ensure_containers(database)
+        yield CosmosStore(client, name), name
+    finally:
+        with suppress(exceptions.CosmosHttpResponseError):
+            client.delete_database(name)
