@@ -49,12 +49,7 @@ def test_selftest_starter_runs_the_fanout_to_completion(weft: RunningHost) -> No
     body = done.json()
     assert body["runtimeStatus"] == "Completed"
     assert body["name"] == "selftest_fanout"
-    output: Any = body["output"]
-    if isinstance(output, str):  # tolerated until the engine parses stored JSON (see report)
-        import json
-
-        output = json.loads(output)
-    assert output == {"width": 12, "sum": sum(range(12))}
+    assert body["output"] == {"width": 12, "sum": sum(range(12))}
     # The starter's client ran on the host loop, so its start call took the in-process transport.
     assert weft.host is not None
     assert weft.host._shortcut is not None
@@ -99,6 +94,7 @@ def test_sdk_client_manages_a_real_instance(weft: RunningHost) -> None:
 
     st, found, purged = weft.call(scenario)
     assert st.runtime_status == df.OrchestrationRuntimeStatus.Completed
+    assert st.output == {"width": 3, "sum": 3}
     assert "e2e-1" in found
     assert purged == 1
     events = st.historyEvents
