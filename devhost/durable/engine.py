@@ -39,6 +39,7 @@ from devhost.durable.functions import (
 from devhost.durable.history import Event, EventType
 from devhost.durable.replay import (
     Decision,
+    InvalidActionError,
     NondeterminismError,
     ProtocolError,
     flatten_actions,
@@ -1132,8 +1133,19 @@ class _Episode:
             raw, _threw = invoke_orchestrator(fn, body, inst.instance_id)
             state = parse_orchestrator_output(raw)
             actions = flatten_actions(state)
-            result = replay(inst.instance_id, inst.execution_id, actions, [*inst.history, *fresh])
+            result = replay(
+                inst.instance_id,
+                inst.execution_id,
+                actions,
+                [*inst.history, *fresh],
+                known=e.registry.exists,
+                parent_instance_id=inst.parent_instance_id,
+            )
         except NondeterminismError as exc:
+            self._fail(f"Orchestrator function '{inst.name}' failed: {exc}")
+            self.events.append(h.orchestrator_completed(self.now))
+            return
+        except InvalidActionError as exc:
             self._fail(f"Orchestrator function '{inst.name}' failed: {exc}")
             self.events.append(h.orchestrator_completed(self.now))
             return
@@ -1145,9 +1157,10 @@ class _Episode:
             self._fail(f"Orchestrator function '{inst.name}' failed: {exc}")
             self.events.append(h.orchestrator_completed(self.now))
             return
-        if "customStatus" in state:
-            cs = state.get("customStatus")
-            self.custom_status = None if cs is None else json.dumps(cs)
+        cs = state.get("customStatus")
+        if cs is not None:
+            # The extension only ever sets a non-null custom status (ScheduleDurableTaskEvents).
+            self.custom_status = json.dumps(cs)
         self.canceled_timers = result.canceled_timer_ids
         for d in result.decisions:
             self._decide(d)

@@ -126,6 +126,12 @@ class FunctionRegistry:
     def entity(self, name: str) -> DurableFunction | None:
         return self.entities.get(name.lower())
 
+    def exists(self, kind: str, name: str) -> bool:
+        table = {"activity": self.activities, "orchestrator": self.orchestrators, "entity": self.entities}[
+            kind
+        ]
+        return name.lower() in table
+
 
 def _log_invocation(
     fn: DurableFunction, invocation_id: str, instance_id: str, started: float, status: str

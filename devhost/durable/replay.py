@@ -30,6 +30,10 @@ class ProtocolError(Exception):
     """The orchestrator returned something the extension would reject."""
 
 
+class InvalidActionError(Exception):
+    """An action the extension refuses when replaying it (unknown function, bad sub-orchestration id)."""
+
+
 # Action types (azure/durable_functions/models/actions/ActionType.py).
 A_CALL_ACTIVITY = 0
 A_CALL_ACTIVITY_WITH_RETRY = 1
@@ -114,14 +118,28 @@ def entity_request_id(instance_id: str, execution_id: str, event_id: int) -> str
     return str(uuid.uuid5(uuid.NAMESPACE_URL, f"devhost:{instance_id}:{execution_id}:{event_id}"))
 
 
-def sub_instance_id(instance_id: str, execution_id: str, event_id: int) -> str:
-    return uuid.uuid5(uuid.NAMESPACE_URL, f"devhost-sub:{instance_id}:{execution_id}:{event_id}").hex
+def sub_instance_id(execution_id: str, event_id: int) -> str:
+    # DTFx TaskOrchestrationContext: ExecutionId + ":" + id when the caller gives no instance id.
+    return f"{execution_id}:{event_id}"
+
+
+# (kind, name) -> whether the app defines it; kind is "activity", "orchestrator" or "entity".
+FunctionCheck = Callable[[str, str], bool]
 
 
 class Replayer:
-    def __init__(self, instance_id: str, execution_id: str, actions: list[dict[str, Any]]) -> None:
+    def __init__(
+        self,
+        instance_id: str,
+        execution_id: str,
+        actions: list[dict[str, Any]],
+        known: FunctionCheck | None = None,
+        parent_instance_id: str | None = None,
+    ) -> None:
         self.instance_id = instance_id
         self.execution_id = execution_id
+        self.known = known
+        self.parent_instance_id = parent_instance_id
         self.actions = actions
         self.seq = 0
         self.now: datetime | None = None
@@ -166,11 +184,26 @@ class Replayer:
         self.waiters.setdefault(name, deque()).append(t)
         return t
 
+    def _require(self, kind: str, name: str) -> None:
+        # DurableOrchestrationContext.ThrowIfFunctionDoesNotExist, which fails the orchestration.
+        if self.known is not None and not self.known(kind, name):
+            raise InvalidActionError(
+                f"The function '{name}' doesn't exist, is disabled, or is not an {kind} function."
+            )
+
     def _sub_id(self, action: dict[str, Any]) -> str:
         iid = action.get("instanceId")
         if iid:
-            return str(iid)
-        return sub_instance_id(self.instance_id, self.execution_id, self.seq)
+            iid = str(iid)
+            if iid.lower() in (self.instance_id.lower(), (self.parent_instance_id or "").lower()):
+                raise InvalidActionError(
+                    "The instance ID of a sub-orchestration must be different than the instance ID of a "
+                    "parent orchestration."
+                )
+            if iid.startswith("@"):
+                raise InvalidActionError("Orchestration instance ids must not start with @")
+            return iid
+        return sub_instance_id(self.execution_id, self.seq)
 
     def _retry(self, action: dict[str, Any], attempt_fn: Callable[[], STask]) -> STask:
         opts = action.get("retryOptions") or {}
@@ -226,6 +259,13 @@ class Replayer:
 
     def invoke(self, action: dict[str, Any]) -> STask:
         at = action.get("actionType")
+        if at in (A_CALL_ACTIVITY, A_CALL_ACTIVITY_WITH_RETRY):
+            self._require("activity", str(action.get("functionName")))
+        elif at in (A_CALL_SUB, A_CALL_SUB_WITH_RETRY):
+            self._require("orchestrator", str(action.get("functionName")))
+        elif at in (A_CALL_ENTITY, A_SIGNAL_ENTITY, A_SCHEDULED_SIGNAL_ENTITY):
+            entity_name = str(action.get("instanceId", "")).split("@")
+            self._require("entity", entity_name[1] if len(entity_name) > 2 else "")
         if at == A_CALL_ACTIVITY:
             inp0 = _json_input(action.get("input"))
             return self._schedule("activity", name=action["functionName"], input=inp0)
@@ -389,7 +429,8 @@ class Replayer:
             name = str(ev.get("Name"))
             q = self.waiters.get(name)
             if q:
-                t = q.popleft()
+                # The extension keeps waiters on a stack: the latest wait for a name gets the event.
+                t = q.pop()
                 if not q:
                     del self.waiters[name]
                 t.complete()
@@ -414,9 +455,14 @@ def _describe(d: Decision) -> str:
 
 
 def replay(
-    instance_id: str, execution_id: str, actions: list[dict[str, Any]], history: list[Event]
+    instance_id: str,
+    execution_id: str,
+    actions: list[dict[str, Any]],
+    history: list[Event],
+    known: FunctionCheck | None = None,
+    parent_instance_id: str | None = None,
 ) -> ReplayResult:
-    return Replayer(instance_id, execution_id, actions).run(history)
+    return Replayer(instance_id, execution_id, actions, known, parent_instance_id).run(history)
 
 
 def parse_orchestrator_output(raw: str) -> dict[str, Any]:

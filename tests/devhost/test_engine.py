@@ -269,3 +269,19 @@ def test_nondeterminism_fails_the_instance(tmp_path: Path) -> None:
         assert "'Double'" in msg
     finally:
         v2.stop()
+
+
+def test_calling_an_unknown_activity_fails_the_orchestration(engine: DurableEngine) -> None:
+    st = run(engine, "calls_missing")
+    assert st["runtimeStatus"] == "Failed"
+    assert "The function 'no_such_activity' doesn't exist" in output(st)
+
+
+def test_sub_orchestration_without_id_gets_execution_scoped_id(engine: DurableEngine) -> None:
+    st = run(engine, "parent", instance_id="p2")
+    full = engine.get_status("p2", show_history=True)
+    assert full is not None
+    subs = [e for e in full["historyEvents"] if e["EventType"] == "SubOrchestrationInstanceCompleted"]
+    assert subs[0]["InstanceId"].endswith(":0")
+    assert subs[1]["InstanceId"] == "p2-child"
+    assert st["runtimeStatus"] == "Completed"

@@ -161,7 +161,7 @@ def test_sub_orchestrations_in_sequence() -> None:
     state, result = step("parent", b)
     (sub,) = result.decisions
     assert (sub.kind, sub.event_id, sub.name, sub.input) == ("sub", 0, "fan_out", "4")
-    assert sub.instance_id  # generated deterministically when the caller gave none
+    assert sub.instance_id == "x:0"  # DTFx: ExecutionId + ":" + sequence id when none is given
     b.sub_created(0, "fan_out", sub.instance_id, 4).episode().sub_completed(0, 12)
     state, result = step("parent", b)
     (sub2,) = result.decisions

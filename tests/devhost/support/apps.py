@@ -149,6 +149,10 @@ def build_app() -> df.DFApp:
         context.set_custom_status({"step": 2})
         return "done"
 
+    @app.orchestration_trigger(context_name="context")
+    def calls_missing(context: df.DurableOrchestrationContext) -> Generator[Any, Any, Any]:
+        return (yield context.call_activity("no_such_activity", 1))
+
     @app.entity_trigger(context_name="context", entity_name="Counter")
     def counter(context: df.DurableEntityContext) -> None:
         value = context.get_state(lambda: 0)
