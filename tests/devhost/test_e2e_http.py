@@ -100,3 +100,40 @@ def test_sdk_client_manages_a_real_instance(weft: RunningHost) -> None:
     events = st.historyEvents
     assert events[0]["EventType"] == "ExecutionStarted"
     assert events[-1]["EventType"] == "ExecutionCompleted"
+
+
+def test_cli_serves_until_sigterm_then_stops_gracefully(tmp_path: Path) -> None:
+    import json
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    env = {**os.environ, **SETTINGS, "PYTHONPATH": str(ROOT)}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "devhost", "--port", "0", "--data-dir", str(tmp_path / "d")],
+        cwd=ROOT,
+        env=env,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert proc.stderr is not None
+        url = None
+        for line in proc.stderr:
+            if '"host.started"' in line:
+                url = json.loads(line[line.index("{") :])["url"]
+                break
+        assert url, "devhost did not report host.started"
+        status = httpx.get(f"{url}/admin/host/status", headers={"x-functions-key": "mkey"})
+        assert status.json()["state"] == "Running"
+        r = httpx.post(f"{url}/api/v1/selftest", params={"code": "fkey"}, json={"width": 3})
+        assert poll(r.json()["statusQueryGetUri"], {"Completed"}).json()["runtimeStatus"] == "Completed"
+        proc.send_signal(signal.SIGTERM)
+        rest = proc.stderr.read()
+        assert proc.wait(timeout=60) == 0
+        assert '"host.stopped"' in rest
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
