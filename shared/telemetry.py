@@ -20,12 +20,15 @@ providers are used until :func:`shared.adapters.telemetry.configure_telemetry` i
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from enum import StrEnum
 from functools import lru_cache
 from typing import Final
 
+from opentelemetry import context as otel_context
 from opentelemetry import metrics, trace
+from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
 INSTRUMENTATION_SCOPE: Final = "weft"
 
@@ -142,6 +145,39 @@ def event_attributes(
 def tracer() -> trace.Tracer:
     """The Weft tracer. Looked up on each call so a provider installed later is picked up."""
     return trace.get_tracer(INSTRUMENTATION_SCOPE)
+
+
+def parent_context(traceparent: str | None, tracestate: str | None = None) -> otel_context.Context | None:
+    """The OTel context of a W3C ``traceparent`` (e.g. ``func.Context.trace_context.trace_parent``).
+
+    Spans started under it join the trace the Functions host opened for the invocation, so the
+    whole execution is one operation in Application Insights. None when there is no parent.
+    """
+    if not traceparent:
+        return None
+    carrier = {"traceparent": traceparent}
+    if tracestate:
+        carrier["tracestate"] = tracestate
+    return TraceContextTextMapPropagator().extract(carrier)
+
+
+@contextmanager
+def span(
+    name: SpanName,
+    attrs: Mapping[str, str | int | float | bool] | None = None,
+    *,
+    traceparent: str | None = None,
+    tracestate: str | None = None,
+    kind: trace.SpanKind = trace.SpanKind.INTERNAL,
+) -> Iterator[trace.Span]:
+    """Start a Weft span (INTERNAL kind: lands in ``dependencies``), current for the block."""
+    with tracer().start_as_current_span(
+        str(name),
+        context=parent_context(traceparent, tracestate),
+        kind=kind,
+        attributes=dict(attrs or {}),
+    ) as current:
+        yield current
 
 
 class _Instruments:

@@ -69,6 +69,24 @@ def test_instruments_work_without_a_provider() -> None:
         t.count(t.MetricName.TASK_SCHEDULING_LATENCY_MS, {})
 
 
+def test_parent_context_joins_the_hosts_trace() -> None:
+    from opentelemetry import trace
+
+    traceparent = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
+    ctx = t.parent_context(traceparent)
+    assert ctx is not None
+    parent = trace.get_current_span(ctx).get_span_context()
+    assert format(parent.trace_id, "032x") == "0af7651916cd43dd8448eb211c80319c"
+    assert format(parent.span_id, "016x") == "b7ad6b7169203331"
+    assert t.parent_context(None) is None
+    assert t.parent_context("") is None
+
+
+def test_span_helper_runs_without_a_provider() -> None:
+    with t.span(t.SpanName.SUBMIT, t.dimensions(tenant_id="acme"), traceparent=None) as current:
+        current.set_attribute(str(t.Dimension.EXECUTION_ID), "e1")
+
+
 def test_configure_is_a_noop_without_connection_string() -> None:
     calls: list[dict[str, Any]] = []
     assert adapter.configure_telemetry({}, configure=lambda **kw: calls.append(kw)) is False
