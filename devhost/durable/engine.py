@@ -93,6 +93,7 @@ class Inst:
     in_flight: int = 0  # activities dispatched whose completion has not been delivered yet
     pending_urgent: int = 0  # pending messages other than activity completions
     defer_deadline: float | None = None
+    backoff_until: float = 0.0  # after an unexpected engine error, retry the episode later
 
 
 @dataclass
@@ -124,6 +125,10 @@ class Ent:
 class InstanceStats:
     episodes: int = 0
     activity_latency_ms: list[float] = field(default_factory=list)
+
+
+STATS_MAX_INSTANCES = 10_000
+STATS_MAX_SAMPLES = 100_000
 
 
 def _parse_json(raw: str | None) -> Any:
@@ -336,6 +341,9 @@ class DurableEngine:
             return
         if inst.suspended and not any(m.event["EventType"] in CONTROL_TYPES for m in inst.pending):
             return
+        if not force and inst.backoff_until > time.perf_counter():
+            self._defer_locked(inst, inst.backoff_until)
+            return
         if (
             not force
             and self.coalesce_s > 0
@@ -346,12 +354,7 @@ class DurableEngine:
         ):
             # More completions of a fan-out are on their way: let a few milliseconds' worth gather
             # into one episode rather than replaying a large history for each (DTFx batches too).
-            if inst.defer_deadline is None:
-                inst.defer_deadline = time.perf_counter() + self.coalesce_s
-                self._n_deferred += 1
-                self._defer_seq += 1
-                heapq.heappush(self._deferred, (inst.defer_deadline, self._defer_seq, inst.instance_id))
-                self._cond.notify_all()
+            self._defer_locked(inst, time.perf_counter() + self.coalesce_s)
             return
         if inst.defer_deadline is not None:
             inst.defer_deadline = None
@@ -359,6 +362,15 @@ class DurableEngine:
         inst.queued = True
         self._ready.append(("o", inst.instance_id))
         self._orch_cv.notify()
+
+    def _defer_locked(self, inst: Inst, deadline: float) -> None:
+        if inst.defer_deadline is not None:
+            return
+        inst.defer_deadline = deadline
+        self._n_deferred += 1
+        self._defer_seq += 1
+        heapq.heappush(self._deferred, (deadline, self._defer_seq, inst.instance_id))
+        self._cond.notify_all()
 
     def _deliver_entity_locked(self, entity_id: str, em: EntMsg) -> None:
         ent = self._ents.get(entity_id)
@@ -523,8 +535,9 @@ class DurableEngine:
     # ================================================================ activities
     def _run_activity(self, item: ActivityItem) -> None:
         started = time.perf_counter()
-        st = self.stats.setdefault(item.instance_id, InstanceStats())
-        st.activity_latency_ms.append((started - item.queued_at) * 1000.0)
+        st = self._stats_for(item.instance_id)
+        if len(st.activity_latency_ms) < STATS_MAX_SAMPLES:
+            st.activity_latency_ms.append((started - item.queued_at) * 1000.0)
         fn = self.registry.activity(item.name)
         ts = self.clock.now()
         if fn is None:
@@ -574,6 +587,20 @@ class DurableEngine:
             msgs = inst.pending
             inst.pending = []
             inst.pending_urgent = 0
+        try:
+            self._episode(inst, msgs)
+        except Exception:
+            # The transaction rolled back, so SQLite still holds the messages: put them back, drop
+            # the cached history, and try again a little later rather than spinning.
+            with self._cond:
+                inst.pending = msgs + inst.pending
+                inst.pending_urgent += len(msgs)
+                inst.history = None
+                inst.history_json = None
+                inst.backoff_until = time.perf_counter() + 1.0
+            raise
+
+    def _episode(self, inst: Inst, msgs: list[Msg]) -> None:
         now = self.clock.now()
         self._load_history(inst)
         assert inst.history is not None
@@ -953,6 +980,18 @@ class DurableEngine:
             with self._cond:
                 self._cond.wait(min(left, 0.05))
 
+    def _stats_for(self, instance_id: str) -> InstanceStats:
+        st = self.stats.get(instance_id)
+        if st is None:
+            st = self.stats[instance_id] = InstanceStats()
+            while len(self.stats) > STATS_MAX_INSTANCES:
+                # Oldest first (dicts keep insertion order): bounded memory on a long-running host.
+                try:
+                    del self.stats[next(iter(self.stats))]
+                except (StopIteration, KeyError, RuntimeError):
+                    break
+        return st
+
     def instance_stats(self, instance_id: str) -> dict[str, Any]:
         st = self.stats.get(instance_id) or InstanceStats()
         return {"episodes": st.episodes, "activityLatencyMs": list(st.activity_latency_ms)}
@@ -1099,8 +1138,7 @@ class _Episode:
         e = self.e
         assert inst.history is not None
         assert inst.history_json is not None
-        stats = e.stats.setdefault(inst.instance_id, InstanceStats())
-        stats.episodes += 1
+        e._stats_for(inst.instance_id).episodes += 1
         fn = e.registry.orchestrator(inst.name)
         started = h.orchestrator_started(self.now)
         fresh = [started, *new_events]
@@ -1119,7 +1157,7 @@ class _Episode:
                 {
                     "input": inst.input,
                     "instanceId": inst.instance_id,
-                    "isReplaying": False,
+                    "isReplaying": bool(inst.history),
                     "parentInstanceId": inst.parent_instance_id,
                     "upperSchemaVersion": 1,
                     "upperSchemaVersionNew": 2,
