@@ -37,13 +37,13 @@ locals {
       partition_key = "/pk"
       default_ttl   = -1
       # Only queried paths are indexed: documents are written far more often than listed.
-      included_paths = ["/type/?", "/tenantId/?", "/workflow/?", "/status/?", "/createdAt/?", "/dispatchedAt/?", "/claimedUntil/?", "/seq/?", "/executionId/?"]
+      included_paths = ["/docType/?", "/tenantId/?", "/workflow/?", "/status/?", "/createdAt/?", "/dispatchedAt/?", "/claimedUntil/?", "/seq/?", "/executionId/?", "/taskId/?", "/deadLetterId/?"]
       excluded_paths = ["/*"]
       composite_indexes = [
         [{ path = "/tenantId", order = "Ascending" }, { path = "/createdAt", order = "Descending" }, { path = "/id", order = "Descending" }],
         [{ path = "/tenantId", order = "Ascending" }, { path = "/status", order = "Ascending" }, { path = "/createdAt", order = "Descending" }, { path = "/id", order = "Descending" }],
         [{ path = "/tenantId", order = "Ascending" }, { path = "/workflow", order = "Ascending" }, { path = "/createdAt", order = "Descending" }, { path = "/id", order = "Descending" }],
-        [{ path = "/type", order = "Ascending" }, { path = "/tenantId", order = "Ascending" }, { path = "/createdAt", order = "Descending" }],
+        [{ path = "/tenantId", order = "Ascending" }, { path = "/createdAt", order = "Descending" }, { path = "/deadLetterId", order = "Descending" }],
       ]
     }
     definitions = {

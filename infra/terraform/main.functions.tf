@@ -24,6 +24,13 @@ resource "azurerm_linux_function_app" "this" {
   key_vault_reference_identity_id = azurerm_user_assigned_identity.this.id
   tags                            = local.common_tags
 
+  # Host storage by identity. The provider writes AzureWebJobsStorage__accountName from these
+  # (the same value local.app_settings carries, with __credential and __clientId for the
+  # user-assigned identity), and no Azure Files content share: it would need an account key.
+  storage_account_name          = azurerm_storage_account.this.name
+  storage_uses_managed_identity = true
+  content_share_force_disabled  = true
+
   identity {
     type         = "UserAssigned"
     identity_ids = [azurerm_user_assigned_identity.this.id]
@@ -33,16 +40,18 @@ resource "azurerm_linux_function_app" "this" {
     application_stack {
       python_version = "3.11"
     }
-    elastic_instance_minimum          = var.function_min_instances
-    pre_warmed_instance_count         = var.function_min_instances
-    app_scale_limit                   = var.function_max_instances
-    runtime_scale_monitoring_enabled  = true
-    http2_enabled                     = true
-    ftps_state                        = "Disabled"
-    minimum_tls_version               = "1.2"
-    scm_minimum_tls_version           = "1.2"
-    health_check_path                 = "/api/v1/health"
-    health_check_eviction_time_in_min = 5
+    # The provider manages this setting through site_config; the same value is in app_settings.
+    application_insights_connection_string = azurerm_application_insights.this.connection_string
+    elastic_instance_minimum               = var.function_min_instances
+    pre_warmed_instance_count              = var.function_min_instances
+    app_scale_limit                        = var.function_max_instances
+    runtime_scale_monitoring_enabled       = true
+    http2_enabled                          = true
+    ftps_state                             = "Disabled"
+    minimum_tls_version                    = "1.2"
+    scm_minimum_tls_version                = "1.2"
+    health_check_path                      = "/api/v1/health"
+    health_check_eviction_time_in_min      = 5
   }
 
   app_settings = merge(local.app_settings, local.use_dts ? local.durable_task_scheduler_app_settings : {})

@@ -296,6 +296,10 @@ def test_data_plane_local_auth_is_off_everywhere() -> None:
     assert model.resource("azurerm_servicebus_namespace.this")["local_auth_enabled"] is False
     assert model.resource("azurerm_application_insights.this")["local_authentication_disabled"] is True
     assert model.resource("azurerm_key_vault.this")["enable_rbac_authorization"] is True
+    app = model.resource("azurerm_linux_function_app.this")
+    assert app["storage_uses_managed_identity"] is True
+    assert app["content_share_force_disabled"] is True  # no Azure Files share (key-based)
+    assert "storage_account_access_key" not in app
 
 
 # --- the detectors catch what they are meant to catch ---------------------------------------
