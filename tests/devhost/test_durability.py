@@ -13,6 +13,8 @@ from pathlib import Path
 
 import pytest
 
+from devhost.durable.store import Store
+
 N = 30
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -89,3 +91,25 @@ def test_sigkill_mid_run_then_restart_completes_every_instance(tmp_path: Path) -
         assert status == "Completed"
         assert json.loads(out or "null") == [i, 40, 4 * i]
     assert second.returncode == 0
+
+
+def test_expired_or_orphaned_claims_are_adopted(tmp_path: Path) -> None:
+    store = Store(tmp_path / "s.sqlite3")
+    now = time.time()
+    rows = [
+        ("elsewhere:1:a", now + 60),  # another machine, lease still valid: left alone
+        ("elsewhere:1:b", now - 1),  # another machine, lease expired: adopted
+        (f"{os.uname().nodename}:999999999:c", now + 60),  # this machine, process gone: adopted
+    ]
+    with store.tx() as cur:
+        for owner, until in rows:
+            cur.execute(
+                "INSERT INTO activities(instance_id, execution_id, task_id, name, input, scheduled_at, "
+                "lease_owner, lease_until) VALUES('i','e',0,'a',NULL,0,?,?)",
+                (owner, until),
+            )
+    adopted = store.adopt_orphans("me:1:z", now, now + 60)
+    assert adopted["activities"] == [2, 3]
+    owners = [r[0] for r in store.query("SELECT lease_owner FROM activities ORDER BY id")]
+    assert owners == ["elsewhere:1:a", "me:1:z", "me:1:z"]
+    store.close()

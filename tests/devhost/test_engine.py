@@ -285,3 +285,10 @@ def test_sub_orchestration_without_id_gets_execution_scoped_id(engine: DurableEn
     assert subs[0]["InstanceId"].endswith(":0")
     assert subs[1]["InstanceId"] == "p2-child"
     assert st["runtimeStatus"] == "Completed"
+
+
+def test_entity_operation_failure_reaches_the_caller(engine: DurableEngine) -> None:
+    st = run(engine, "entity_failure")
+    assert output(st) == "entity failed: True"
+    with pytest.raises(FunctionNotFoundError):
+        engine.signal_entity("NoSuchEntity", "k", "op", None)

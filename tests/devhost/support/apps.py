@@ -150,6 +150,14 @@ def build_app() -> df.DFApp:
         return "done"
 
     @app.orchestration_trigger(context_name="context")
+    def entity_failure(context: df.DurableOrchestrationContext) -> Generator[Any, Any, Any]:
+        try:
+            yield context.call_entity(df.EntityId("Counter", "bad"), "fail")
+        except Exception as exc:
+            return f"entity failed: {'entity op failed' in str(exc)}"
+        return "no"
+
+    @app.orchestration_trigger(context_name="context")
     def calls_missing(context: df.DurableOrchestrationContext) -> Generator[Any, Any, Any]:
         return (yield context.call_activity("no_such_activity", 1))
 
