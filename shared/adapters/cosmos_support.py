@@ -50,8 +50,9 @@ _EXECUTIONS_INDEXING: dict[str, Any] = {
             "status",
             "createdAt",
             "dispatchedAt",
-            "executionId",
+            "claimedUntil",
             "seq",
+            "executionId",
             "taskId",
             "deadLetterId",
         )

@@ -245,3 +245,31 @@ def test_item_ttl_is_enforced(raw: ContainerProxy) -> None:
 
     assert _wait_until_gone(read)
     assert raw.read_item("kept", partition_key="p")["id"] == "kept"
+
+
+# ------------------------------------------------------------------------------ the layout
+
+
+def test_container_layout_is_the_documented_one() -> None:
+    """What ensure_containers creates locally is what docs/data-model.md (and so Terraform) says."""
+    import json
+    import re
+    from pathlib import Path
+
+    from shared.adapters.cosmos_support import CONTAINERS
+
+    text = (Path(__file__).resolve().parents[2] / "docs" / "data-model.md").read_text(encoding="utf-8")
+    documented = dict(re.findall(r"^###\s+`([a-z]+)`\s+—\s+partition key\s+`(/[A-Za-z]+)`", text, re.M))
+    assert {c.id: c.partition_key for c in CONTAINERS} == documented
+    section = text[text.index("### Indexing policy of `executions`") :]
+    start = section.index("```json") + len("```json")
+    policy = json.loads(section[start : section.index("```", start)])
+    ours = next(c for c in CONTAINERS if c.id == "executions").indexing_policy
+    assert ours is not None
+    assert ours["includedPaths"] == policy["includedPaths"]
+    assert ours["excludedPaths"] == policy["excludedPaths"]
+    assert ours["compositeIndexes"] == policy["compositeIndexes"]
+    assert {c.id: c.default_ttl for c in CONTAINERS if c.default_ttl is not None} == {
+        "executions": -1,
+        "idempotency": -1,
+    }
