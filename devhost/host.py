@@ -188,7 +188,7 @@ class DevHost:
                     )
         self.data_dir.mkdir(parents=True, exist_ok=True)
         self.host_state = HostState(self.data_dir / "devhost.sqlite3")
-        invoker = Invoker(self.user_pool)
+        invoker = Invoker(self.user_pool, client_binding=self._client_binding)
 
         durable = [s for s in self.specs if s.trigger_type in DURABLE_TRIGGERS]
         self.orchestrators = {s.durable_name for s in self.specs if s.trigger_type == "orchestrationTrigger"}
@@ -377,7 +377,8 @@ class DevHost:
             self._shortcut.uninstall()
             self._shortcut = None
         if self._tasks:
-            _done, pending = await asyncio.wait(self._tasks, timeout=30 if graceful else 0.1)
+            # Triggers finish their current invocation; a poll stuck on an unreachable service is cut short.
+            _done, pending = await asyncio.wait(self._tasks, timeout=10 if graceful else 0.1)
             for t in pending:
                 t.cancel()
             with contextlib.suppress(BaseException):

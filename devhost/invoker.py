@@ -13,6 +13,7 @@ import logging
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from concurrent.futures import Executor
 from dataclasses import dataclass, field
 from typing import Any
@@ -67,8 +68,11 @@ def log_invocation(
 
 
 class Invoker:
-    def __init__(self, executor: Executor) -> None:
+    def __init__(self, executor: Executor, *, client_binding: Callable[[], str] | None = None) -> None:
         self.executor = executor
+        # Any trigger may take a durable client input binding (the host supplies it to timer, blob
+        # and Service Bus functions too); HTTP triggers pass theirs explicitly.
+        self.client_binding = client_binding
 
     async def invoke(
         self,
@@ -78,6 +82,9 @@ class Invoker:
         instance_id: str | None = None,
     ) -> Any:
         invocation_id = str(uuid.uuid4())
+        client = spec.binding_of_type("durableClient")
+        if client is not None and self.client_binding is not None and str(client["name"]) not in kwargs:
+            kwargs[str(client["name"])] = self.client_binding()
         if "context" in spec.params and "context" not in kwargs:
             kwargs["context"] = InvocationContext(invocation_id, spec.name)
         started = time.perf_counter()

@@ -88,7 +88,10 @@ class BlobTrigger:
     ) -> None:
         self.spec = spec
         self.path = BlobPath.parse(str(spec.trigger["path"]))
-        self.service = BlobServiceClient.from_connection_string(conn_str)
+        # Few, short retries: a poll that fails is simply repeated on the next tick.
+        self.service = BlobServiceClient.from_connection_string(
+            conn_str, retry_total=2, connection_timeout=5, read_timeout=30
+        )
         self.invoker = invoker
         self.executor = executor
         self.host_id = host_id
@@ -155,7 +158,11 @@ class BlobTrigger:
             data, uri, length = await self._call(self._download, blob)
         except ResourceNotFoundError:
             return  # deleted since the scan
-        stream = InputStream(data=data, name=f"{self.path.container}/{blob}", uri=uri, length=length)
+        # As the host's trigger metadata "Properties" (the SDK's BlobProperties, PascalCase).
+        props = {"ETag": etag, "ContentLength": length}
+        stream = InputStream(
+            data=data, name=f"{self.path.container}/{blob}", uri=uri, length=length, blob_properties=props
+        )
         log.debug(
             json.dumps({"evt": "blob.trigger", "function": self.spec.name, "blob": blob, "params": params})
         )

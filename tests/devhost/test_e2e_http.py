@@ -12,8 +12,9 @@ import httpx
 import pytest
 
 from tests.devhost.harness import RunningHost
+from tests.support.azurite import Azurite
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.integration]
 
 ROOT = Path(__file__).resolve().parents[2]
 SETTINGS = {
@@ -24,9 +25,28 @@ SETTINGS = {
 }
 
 
+def app_settings(azurite: Azurite) -> dict[str, str]:
+    """What `make run` gives the app: the example settings, storage pointed at the test's Azurite."""
+    import json
+
+    from devhost.indexing import connection_settings, index_app
+
+    values: dict[str, str] = json.loads((ROOT / "local.settings.json.example").read_text())["Values"]
+    out = {
+        k: (azurite.connection_string if v == "UseDevelopmentStorage=true" else v) for k, v in values.items()
+    }
+    import function_app
+
+    # A connection missing from the example is test_indexing's failure to report, not this test's.
+    for name in connection_settings(index_app(function_app.app)):
+        out.setdefault(name, azurite.connection_string)
+    return {**out, **SETTINGS}
+
+
 @pytest.fixture
-def weft(tmp_path: Path) -> Iterator[RunningHost]:
-    with RunningHost("function_app:app", ROOT, settings=SETTINGS, data_dir=tmp_path / "data") as h:
+def weft(tmp_path: Path, azurite: Azurite) -> Iterator[RunningHost]:
+    settings = app_settings(azurite)
+    with RunningHost("function_app:app", ROOT, settings=settings, data_dir=tmp_path / "data") as h:
         yield h
 
 
@@ -56,8 +76,8 @@ def test_selftest_starter_runs_the_fanout_to_completion(weft: RunningHost) -> No
     assert weft.host._shortcut.calls >= 1
 
 
-def test_rpc_can_go_over_http(tmp_path: Path) -> None:
-    settings = {**SETTINGS, "DEVHOST_RPC_OVER_HTTP": "1"}
+def test_rpc_can_go_over_http(tmp_path: Path, azurite: Azurite) -> None:
+    settings = {**app_settings(azurite), "DEVHOST_RPC_OVER_HTTP": "1"}
     with RunningHost("function_app:app", ROOT, settings=settings, data_dir=tmp_path / "d") as h:
         assert h.host is not None
         assert h.host._shortcut is None
@@ -102,14 +122,14 @@ def test_sdk_client_manages_a_real_instance(weft: RunningHost) -> None:
     assert events[-1]["EventType"] == "ExecutionCompleted"
 
 
-def test_cli_serves_until_sigterm_then_stops_gracefully(tmp_path: Path) -> None:
+def test_cli_serves_until_sigterm_then_stops_gracefully(tmp_path: Path, azurite: Azurite) -> None:
     import json
     import os
     import signal
     import subprocess
     import sys
 
-    env = {**os.environ, **SETTINGS, "PYTHONPATH": str(ROOT)}
+    env = {**os.environ, **app_settings(azurite), "PYTHONPATH": str(ROOT)}
     proc = subprocess.Popen(
         [sys.executable, "-m", "devhost", "--port", "0", "--data-dir", str(tmp_path / "d")],
         cwd=ROOT,
