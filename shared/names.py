@@ -32,6 +32,11 @@ class TriggerName(StrEnum):
     """HTTP, timer, blob and Service Bus functions (names as the host indexes them)."""
 
     SELFTEST_START = "selftest_start"
+    # Non-HTTP triggers of the submission path (triggers/outbox.py, schedules.py, blob.py, servicebus.py).
+    OUTBOX_RELAY = "outbox_relay"
+    SCHEDULE_TICK = "schedule_tick"
+    BLOB_SUBMIT = "blob_submit"
+    SERVICEBUS_SUBMIT = "servicebus_submit"
 
 
 class EventName(StrEnum):
@@ -44,7 +49,5 @@ class EventName(StrEnum):
 
 def all_function_names() -> frozenset[str]:
     return frozenset(
-        str(n)
-        for enum in (OrchestratorName, ActivityName, EntityName, TriggerName)
-        for n in enum
+        str(n) for enum in (OrchestratorName, ActivityName, EntityName, TriggerName) for n in enum
     )
