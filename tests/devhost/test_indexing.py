@@ -42,7 +42,10 @@ def test_every_connection_setting_is_in_the_example_settings() -> None:
     example = json.loads((ROOT / "local.settings.json.example").read_text())["Values"]
     specs = weft_specs()
     for setting, users in connection_settings(specs).items():
-        assert setting in example or f"AzureWebJobs{setting}" in example, (
+        # A connection is a setting of that name, AzureWebJobs<name>, or identity-based <name>__*.
+        found = setting in example or f"AzureWebJobs{setting}" in example
+        found = found or any(k.startswith(f"{setting}__") for k in example)
+        assert found, (
             f"connection setting {setting!r} (used by {sorted(users)}) is missing from "
             "local.settings.json.example"
         )
