@@ -131,7 +131,6 @@ def make_client(endpoint: str, key: str | None) -> CosmosClient:
         "retry_throttle_total": 3,
         "retry_throttle_backoff_max": 5,
         "connection_timeout": 10,
-        "consistency_level": "Session",
     }
     if key and key.startswith("AccountEndpoint="):
         return CosmosClient.from_connection_string(key, **options)
