@@ -15,6 +15,7 @@ import os
 import select
 import shutil
 import subprocess
+import tempfile
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
@@ -53,11 +54,14 @@ def run_cosmos_server(startup_timeout: float = 30.0) -> Iterator[CosmosTarget]:
     """Start the patched local server on a free port; stop it on exit."""
     if not (ROOT / "node_modules" / "@vercel" / "cosmosdb-server").is_dir():
         raise RuntimeError("@vercel/cosmosdb-server is not installed: run `make deps` (npm install) first")
+    # stderr goes to a file, not a pipe nobody drains: a chatty server must never block on it.
+    errors = tempfile.TemporaryFile(mode="w+")
     proc = subprocess.Popen(
-        [node_binary(), str(LAUNCHER), "--port", "0", "--host", "127.0.0.1"],
+        [node_binary(), str(LAUNCHER), "--port", "0", "--host", "127.0.0.1", "--exit-with-stdin"],
         cwd=ROOT,
+        stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
+        stderr=errors,
         text=True,
     )
     try:
@@ -66,8 +70,9 @@ def run_cosmos_server(startup_timeout: float = 30.0) -> Iterator[CosmosTarget]:
         line = proc.stdout.readline() if ready else ""
         if not line:
             proc.kill()
-            _, err = proc.communicate(timeout=5)
-            raise RuntimeError(f"the local Cosmos DB server did not start: {err.strip()}")
+            proc.wait(timeout=5)
+            errors.seek(0)
+            raise RuntimeError(f"the local Cosmos DB server did not start: {errors.read().strip()}")
         port = int(json.loads(line)["port"])
         yield CosmosTarget(endpoint=f"https://127.0.0.1:{port}/", key=LOCAL_KEY, local=True)
     finally:
@@ -77,9 +82,10 @@ def run_cosmos_server(startup_timeout: float = 30.0) -> Iterator[CosmosTarget]:
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait(timeout=10)
-        for stream in (proc.stdout, proc.stderr):
+        for stream in (proc.stdin, proc.stdout):
             if stream is not None:
                 stream.close()
+        errors.close()
 
 
 @contextmanager

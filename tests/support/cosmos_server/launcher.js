@@ -13,7 +13,7 @@
 //   * TTL: container defaultTtl and per-item ttl enforced (expired items vanish before any request);
 //   * HTTP keep-alive (the package answers "Connection: close", which caps it at ~40 ops/s).
 //
-// Usage: node launcher.js [--port N] [--host 127.0.0.1]
+// Usage: node launcher.js [--port N] [--host 127.0.0.1] [--exit-with-stdin]
 // Prints one JSON line {"port": N} on stdout once listening. In-memory only.
 "use strict";
 
@@ -440,6 +440,12 @@ function main() {
   };
   process.on("SIGTERM", stop);
   process.on("SIGINT", stop);
+  if (process.argv.includes("--exit-with-stdin")) {
+    // The test process holds our stdin open: if it dies without stopping us, we stop too.
+    process.stdin.on("end", stop);
+    process.stdin.on("error", stop);
+    process.stdin.resume();
+  }
 }
 
 main();
