@@ -8,7 +8,7 @@ DATA := .weft
 # checkov pins dependencies that conflict with ours, so it lives in its own venv.
 CHECKOV := .tools/checkov/bin/checkov
 
-.PHONY: help run func test lint types unit check-infra checkov bench clean deps
+.PHONY: help run func test lint types unit check-infra checkov package bench clean deps
 
 help:
 	@echo "make run    - start Azurite and the function app on devhost (http://127.0.0.1:7071)"
@@ -34,6 +34,10 @@ $(CHECKOV): infra/requirements-checkov.txt
 	touch $@
 
 checkov: $(CHECKOV)
+
+# The Function App package for Azure (docs/deploy.md): .build/weft.zip
+package:
+	bash infra/package.sh
 
 # Static checks of the Azure deployment (Terraform, host.json, app settings, monitoring queries).
 check-infra: deps checkov
