@@ -122,6 +122,8 @@ class DevHost:
         self.io_pool = ThreadPoolExecutor(max_workers=32, thread_name_prefix="devhost-io")
         self.host_state: HostState | None = None
         self._shortcut: Any = None
+        self._saved_env: dict[str, str | None] = {}
+        self._owned_bus = False
 
     # ------------------------------------------------------------------ start-up
 
@@ -163,8 +165,12 @@ class DevHost:
     async def _start(self) -> None:
         self.settings = AppSettings.load(self.root)
         self.settings.export_to_environ()
-        # Overrides are not exported: they must not leak into the process (tests run many hosts).
+        # App code reads os.environ, so overrides are visible there while this host runs; stop()
+        # restores the previous values (tests run many hosts in one process).
         self.settings.values.update(self.options.settings_overrides)
+        for key, value in self.options.settings_overrides.items():
+            self._saved_env.setdefault(key, os.environ.get(key))
+            os.environ[key] = value
         if self.options.with_azurite:
             from devhost.azurite import AzuriteProcess
 
@@ -292,9 +298,12 @@ class DevHost:
                 )
             elif s.trigger_type == "serviceBusTrigger":
                 if self._bus is None:
-                    from shared.adapters.factory import get_bus
+                    from shared.adapters.factory import build_bus
+                    from shared.settings import WeftSettings
 
-                    self._bus = get_bus()
+                    # Built from the settings of this host run (the app's own singleton may be stale).
+                    self._bus = build_bus(WeftSettings())
+                    self._owned_bus = True
                 entity = entity_of(s, self.settings.resolve)
                 sb_pool = ThreadPoolExecutor(max_workers=sb_calls, thread_name_prefix=f"devhost-sb-{s.name}")
                 self.triggers.append(
@@ -390,6 +399,9 @@ class DevHost:
             ex = getattr(t, "executor", None)
             if isinstance(ex, ThreadPoolExecutor) and ex is not self.io_pool:
                 ex.shutdown(wait=False, cancel_futures=True)
+        if self._owned_bus and self._bus is not None:
+            with contextlib.suppress(Exception):
+                self._bus.close()
         # The SDK client keeps one module-global aiohttp session, bound to this loop.
         http_utils = sys.modules.get("azure.durable_functions.models.utils.http_utils")
         if http_utils is not None:
@@ -401,6 +413,12 @@ class DevHost:
             self.host_state.close()
         if self._azurite is not None:
             self._azurite.stop()
+        for key, old in self._saved_env.items():
+            if old is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = old
+        self._saved_env = {}
         self.state_name = "Stopped"
         log.info(json.dumps({"evt": "host.stopped"}))
 

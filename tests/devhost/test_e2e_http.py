@@ -43,11 +43,23 @@ def app_settings(azurite: Azurite) -> dict[str, str]:
     return {**out, **SETTINGS}
 
 
+def _reset_app_singletons() -> None:
+    from shared.adapters.factory import reset_for_tests
+    from shared.settings import reset_settings_cache
+
+    reset_settings_cache()
+    reset_for_tests()
+
+
 @pytest.fixture
 def weft(tmp_path: Path, azurite: Azurite) -> Iterator[RunningHost]:
-    settings = app_settings(azurite)
-    with RunningHost("function_app:app", ROOT, settings=settings, data_dir=tmp_path / "data") as h:
-        yield h
+    settings = {**app_settings(azurite), "WEFT_DATA_DIR": str(tmp_path / "weft")}
+    _reset_app_singletons()
+    try:
+        with RunningHost("function_app:app", ROOT, settings=settings, data_dir=tmp_path / "data") as h:
+            yield h
+    finally:
+        _reset_app_singletons()
 
 
 def poll(url: str, until: set[str], timeout: float = 60) -> httpx.Response:
@@ -77,7 +89,7 @@ def test_selftest_starter_runs_the_fanout_to_completion(weft: RunningHost) -> No
 
 
 def test_rpc_can_go_over_http(tmp_path: Path, azurite: Azurite) -> None:
-    settings = {**app_settings(azurite), "DEVHOST_RPC_OVER_HTTP": "1"}
+    settings = {**app_settings(azurite), "DEVHOST_RPC_OVER_HTTP": "1", "WEFT_DATA_DIR": str(tmp_path / "w")}
     with RunningHost("function_app:app", ROOT, settings=settings, data_dir=tmp_path / "d") as h:
         assert h.host is not None
         assert h.host._shortcut is None
@@ -129,7 +141,12 @@ def test_cli_serves_until_sigterm_then_stops_gracefully(tmp_path: Path, azurite:
     import subprocess
     import sys
 
-    env = {**os.environ, **app_settings(azurite), "PYTHONPATH": str(ROOT)}
+    env = {
+        **os.environ,
+        **app_settings(azurite),
+        "PYTHONPATH": str(ROOT),
+        "WEFT_DATA_DIR": str(tmp_path / "w"),
+    }
     proc = subprocess.Popen(
         [sys.executable, "-m", "devhost", "--port", "0", "--data-dir", str(tmp_path / "d")],
         cwd=ROOT,
