@@ -55,37 +55,36 @@ def run_cosmos_server(startup_timeout: float = 30.0) -> Iterator[CosmosTarget]:
     if not (ROOT / "node_modules" / "@vercel" / "cosmosdb-server").is_dir():
         raise RuntimeError("@vercel/cosmosdb-server is not installed: run `make deps` (npm install) first")
     # stderr goes to a file, not a pipe nobody drains: a chatty server must never block on it.
-    errors = tempfile.TemporaryFile(mode="w+")
-    proc = subprocess.Popen(
-        [node_binary(), str(LAUNCHER), "--port", "0", "--host", "127.0.0.1", "--exit-with-stdin"],
-        cwd=ROOT,
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=errors,
-        text=True,
-    )
-    try:
-        assert proc.stdout is not None
-        ready, _, _ = select.select([proc.stdout], [], [], startup_timeout)
-        line = proc.stdout.readline() if ready else ""
-        if not line:
-            proc.kill()
-            proc.wait(timeout=5)
-            errors.seek(0)
-            raise RuntimeError(f"the local Cosmos DB server did not start: {errors.read().strip()}")
-        port = int(json.loads(line)["port"])
-        yield CosmosTarget(endpoint=f"https://127.0.0.1:{port}/", key=LOCAL_KEY, local=True)
-    finally:
-        proc.terminate()
+    with tempfile.TemporaryFile(mode="w+") as errors:
+        proc = subprocess.Popen(
+            [node_binary(), str(LAUNCHER), "--port", "0", "--host", "127.0.0.1", "--exit-with-stdin"],
+            cwd=ROOT,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=errors,
+            text=True,
+        )
         try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(timeout=10)
-        for stream in (proc.stdin, proc.stdout):
-            if stream is not None:
-                stream.close()
-        errors.close()
+            assert proc.stdout is not None
+            ready, _, _ = select.select([proc.stdout], [], [], startup_timeout)
+            line = proc.stdout.readline() if ready else ""
+            if not line:
+                proc.kill()
+                proc.wait(timeout=5)
+                errors.seek(0)
+                raise RuntimeError(f"the local Cosmos DB server did not start: {errors.read().strip()}")
+            port = int(json.loads(line)["port"])
+            yield CosmosTarget(endpoint=f"https://127.0.0.1:{port}/", key=LOCAL_KEY, local=True)
+        finally:
+            proc.terminate()
+            try:
+                proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait(timeout=10)
+            for stream in (proc.stdin, proc.stdout):
+                if stream is not None:
+                    stream.close()
 
 
 @contextmanager
