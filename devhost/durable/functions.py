@@ -6,6 +6,7 @@ import asyncio
 import functools
 import importlib
 import inspect
+import json
 import logging
 import threading
 import time
@@ -134,27 +135,29 @@ class FunctionRegistry:
 
 
 def _log_invocation(
-    fn: DurableFunction, invocation_id: str, instance_id: str, started: float, status: str
+    fn: DurableFunction,
+    invocation_id: str,
+    instance_id: str,
+    started: float,
+    status: str,
+    error: str | None = None,
 ) -> None:
-    if log.isEnabledFor(logging.INFO):
-        duration_ms = (time.perf_counter() - started) * 1000.0
-        log.info(
-            "function=%s kind=%s invocation_id=%s instance_id=%s duration_ms=%.2f status=%s",
-            fn.name,
-            fn.kind,
-            invocation_id,
-            instance_id,
-            duration_ms,
-            status,
-            extra={
-                "function": fn.name,
-                "kind": fn.kind,
-                "invocation_id": invocation_id,
-                "instance_id": instance_id,
-                "duration_ms": round(duration_ms, 3),
-                "status": status,
-            },
-        )
+    """One structured line per invocation, in the same shape as devhost.invoker.log_invocation."""
+    level = logging.INFO if status == "Succeeded" else logging.WARNING
+    if not log.isEnabledFor(level):
+        return
+    rec: dict[str, Any] = {
+        "evt": "invocation",
+        "invocationId": invocation_id,
+        "function": fn.name,
+        "instanceId": instance_id,
+        "trigger": fn.kind,
+        "durationMs": round((time.perf_counter() - started) * 1000.0, 2),
+        "status": status,
+    }
+    if error:
+        rec["error"] = error
+    log.log(level, json.dumps(rec))
 
 
 def _call(fn: DurableFunction, arg: Any) -> Any:
@@ -171,8 +174,8 @@ def invoke_orchestrator(fn: DurableFunction, body: str, instance_id: str) -> tup
     try:
         out = _call(fn, afd.OrchestrationContext(body))
     except Exception as exc:
-        _log_invocation(fn, inv, instance_id, started, "Failed")
         msg = str(exc)
+        _log_invocation(fn, inv, instance_id, started, "Failed", msg.partition("\n\n$OutOfProcData$")[0])
         marker = "$OutOfProcData$:"
         idx = msg.find(marker)
         if idx < 0:
@@ -196,7 +199,7 @@ def invoke_activity(fn: DurableFunction, input_json: str | None, instance_id: st
         result = _call(fn, value)
         datum = ActivityTriggerConverter.encode(result, expected_type=None)
     except Exception as exc:
-        _log_invocation(fn, inv, instance_id, started, "Failed")
+        _log_invocation(fn, inv, instance_id, started, "Failed", f"{type(exc).__name__}: {exc}")
         reason = f"Activity function '{fn.name}' failed: {type(exc).__name__}: {exc}"
         raise ActivityFailure(reason, "".join(traceback.format_exception(exc))) from exc
     _log_invocation(fn, inv, instance_id, started, "Succeeded")
@@ -208,8 +211,8 @@ def invoke_entity(fn: DurableFunction, body: str, entity_id: str) -> str:
     inv = str(uuid.uuid4())
     try:
         out = _call(fn, afd.EntityContext(body))
-    except Exception:
-        _log_invocation(fn, inv, entity_id, started, "Failed")
+    except Exception as exc:
+        _log_invocation(fn, inv, entity_id, started, "Failed", f"{type(exc).__name__}: {exc}")
         raise
     _log_invocation(fn, inv, entity_id, started, "Succeeded")
     return out if isinstance(out, str) else str(out)
