@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Iterator
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -292,3 +293,25 @@ def test_entity_operation_failure_reaches_the_caller(engine: DurableEngine) -> N
     assert output(st) == "entity failed: True"
     with pytest.raises(FunctionNotFoundError):
         engine.signal_entity("NoSuchEntity", "k", "op", None)
+
+
+def test_retry_inside_task_all(engine: DurableEngine) -> None:
+    ATTEMPTS.pop("par", None)
+    st = run(engine, "parallel_retry", "par")
+    assert output(st) == ["ok after 3", "Hello B!", "Hello C!"]
+
+
+def test_one_structured_log_line_per_invocation(
+    engine: DurableEngine, caplog: pytest.LogCaptureFixture
+) -> None:
+    with caplog.at_level(logging.INFO, logger="devhost"):
+        st = run(engine, "sequence", instance_id="logged")
+    assert st["runtimeStatus"] == "Completed"
+    recs = [json.loads(r.getMessage()) for r in caplog.records if r.name == "devhost"]
+    mine = [r for r in recs if r.get("evt") == "invocation" and r.get("instanceId") == "logged"]
+    assert [r["function"] for r in mine].count("hello") == 3
+    assert [r["function"] for r in mine].count("sequence") == 4
+    for r in mine:
+        assert r["invocationId"]
+        assert r["durationMs"] >= 0
+        assert r["status"] == "Succeeded"

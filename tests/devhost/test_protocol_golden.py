@@ -284,3 +284,27 @@ def test_long_timer_is_split_by_the_sdk_and_honoured_piecewise() -> None:
     _, result = step("long_timer", b)
     (t1,) = result.decisions
     assert (t1.event_id, t1.fire_at) == (1, start + timedelta(days=6))
+
+
+def test_retry_inside_task_all_interleaves_ids_in_history_order() -> None:
+    b = HistoryBuilder().episode().started("parallel_retry", "k")
+    _, result = step("parallel_retry", b, "k")
+    assert decisions(result) == [("activity", 0, "flaky"), ("activity", 1, "hello")]
+    b.scheduled(0, "flaky", "k").scheduled(1, "hello", "B")
+    # The retried activity fails, then the plain one completes: the retry timer takes id 2.
+    b.episode().failed(0, "Activity function 'flaky' failed: attempt 1").completed(1, "Hello B!")
+    _, result = step("parallel_retry", b, "k")
+    (timer,) = result.decisions
+    assert (timer.kind, timer.event_id) == ("timer", 2)
+    assert timer.fire_at is not None
+    b.timer_created(2, timer.fire_at).episode(at=timer.fire_at).timer_fired(2, timer.fire_at)
+    _, result = step("parallel_retry", b, "k")
+    assert decisions(result) == [("activity", 3, "flaky")]
+    b.scheduled(3, "flaky", "k").episode().completed(3, "ok")
+    state, result = step("parallel_retry", b, "k")
+    assert state["isDone"] is False
+    assert decisions(result) == [("activity", 4, "hello")]
+    b.scheduled(4, "hello", "C").episode().completed(4, "Hello C!")
+    state, result = step("parallel_retry", b, "k")
+    assert state["output"] == ["ok", "Hello B!", "Hello C!"]
+    assert result.finished

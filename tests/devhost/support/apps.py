@@ -158,6 +158,15 @@ def build_app() -> df.DFApp:
         return "no"
 
     @app.orchestration_trigger(context_name="context")
+    def parallel_retry(context: df.DurableOrchestrationContext) -> Generator[Any, Any, Any]:
+        opts = df.RetryOptions(first_retry_interval_in_milliseconds=1000, max_number_of_attempts=3)
+        flaky = context.call_activity_with_retry("flaky", opts, context.get_input())
+        plain = context.call_activity("hello", "B")
+        results = yield context.task_all([flaky, plain])
+        after = yield context.call_activity("hello", "C")
+        return [*results, after]
+
+    @app.orchestration_trigger(context_name="context")
     def calls_missing(context: df.DurableOrchestrationContext) -> Generator[Any, Any, Any]:
         return (yield context.call_activity("no_such_activity", 1))
 
