@@ -152,6 +152,22 @@ locals {
     appinsights_publisher  = { scope = azurerm_application_insights.this.id, role = "Monitoring Metrics Publisher" }
   }
 
+  # Read-only data roles for operators (var.operator_object_ids), for the Portal walkthrough in
+  # docs/deploy.md: Storage browser (task hub tables, blobs), Service Bus Explorer (peek),
+  # workbooks and alerts.
+  operator_roles = {
+    blob_reader      = { scope = azurerm_storage_account.this.id, role = "Storage Blob Data Reader" }
+    table_reader     = { scope = azurerm_storage_account.this.id, role = "Storage Table Data Reader" }
+    queue_reader     = { scope = azurerm_storage_account.this.id, role = "Storage Queue Data Reader" }
+    servicebus_peek  = { scope = azurerm_servicebus_namespace.this.id, role = "Azure Service Bus Data Receiver" }
+    monitoring       = { scope = azurerm_resource_group.this.id, role = "Monitoring Reader" }
+    workbook_contrib = { scope = azurerm_resource_group.this.id, role = "Workbook Contributor" }
+  }
+  operator_assignments = {
+    for pair in setproduct(var.operator_object_ids, keys(local.operator_roles)) :
+    "${pair[0]}-${pair[1]}" => { principal_id = pair[0], scope = local.operator_roles[pair[1]].scope, role = local.operator_roles[pair[1]].role }
+  }
+
   # Roles of whoever runs `terraform apply`: write the admin key secret, upload the app package.
   deployer_roles = {
     key_vault_secrets_officer = { scope = azurerm_key_vault.this.id, role = "Key Vault Secrets Officer" }

@@ -31,3 +31,27 @@ resource "azurerm_role_assignment" "deployer" {
   role_definition_name = each.value.role
   principal_id         = data.azurerm_client_config.current.object_id
 }
+
+resource "azurerm_role_assignment" "operators" {
+  for_each             = local.operator_assignments
+  scope                = each.value.scope
+  role_definition_name = each.value.role
+  principal_id         = each.value.principal_id
+}
+
+# Cosmos DB Built-in Data Reader, so Data Explorer in the Portal can show executions.
+resource "azurerm_cosmosdb_sql_role_assignment" "operators" {
+  for_each            = toset(var.operator_object_ids)
+  resource_group_name = azurerm_resource_group.this.name
+  account_name        = azurerm_cosmosdb_account.this.name
+  role_definition_id  = "${azurerm_cosmosdb_account.this.id}/sqlRoleDefinitions/00000000-0000-0000-0000-000000000001"
+  principal_id        = each.value
+  scope               = azurerm_cosmosdb_account.this.id
+}
+
+resource "azurerm_role_assignment" "operators_durable_scheduler" {
+  for_each             = local.use_dts ? toset(var.operator_object_ids) : toset([])
+  scope                = azapi_resource.durable_scheduler[0].id
+  role_definition_name = "Durable Task Data Reader"
+  principal_id         = each.value
+}

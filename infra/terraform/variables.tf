@@ -190,3 +190,14 @@ variable "admin_key_expiration" {
     error_message = "admin_key_expiration must be an RFC 3339 timestamp, e.g. 2027-12-31T00:00:00Z."
   }
 }
+
+variable "operator_object_ids" {
+  type        = list(string)
+  description = "Entra object ids (users or groups) that operate Weft in the Portal: read access to Cosmos data, task hub state, blobs, Service Bus messages and monitoring. Local auth is off everywhere, so the Portal's data views need these roles."
+  default     = []
+
+  validation {
+    condition     = alltrue([for id in var.operator_object_ids : can(regex("^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$", id))])
+    error_message = "operator_object_ids must be Entra object ids (GUIDs)."
+  }
+}

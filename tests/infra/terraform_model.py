@@ -113,9 +113,10 @@ class TerraformModel:
             principal = references(body.get("principal_id", ""))
             principal_ref = next(iter(principal), unquote(body.get("principal_id", "")))
             for_each = str(body.get("for_each", ""))
-            local_name = re.search(r"local\.([A-Za-z0-9_]+)", for_each)
-            if local_name:
-                for grant in self.locals[local_name.group(1)].values():
+            local_name = re.fullmatch(r"\$\{local\.([A-Za-z0-9_]+)\}", for_each)
+            grants = self.locals.get(local_name.group(1)) if local_name else None
+            if isinstance(grants, dict) and all(isinstance(g, dict) and "scope" in g for g in grants.values()):
+                for grant in grants.values():
                     for scope in references(grant["scope"]):
                         yield scope, unquote(grant["role"]), principal_ref
             else:
