@@ -115,7 +115,10 @@ class TerraformModel:
             for_each = str(body.get("for_each", ""))
             local_name = re.fullmatch(r"\$\{local\.([A-Za-z0-9_]+)\}", for_each)
             grants = self.locals.get(local_name.group(1)) if local_name else None
-            if isinstance(grants, dict) and all(isinstance(g, dict) and "scope" in g for g in grants.values()):
+            is_grant_map = isinstance(grants, dict) and all(
+                isinstance(g, dict) and "scope" in g for g in grants.values()
+            )
+            if isinstance(grants, dict) and is_grant_map:
                 for grant in grants.values():
                     for scope in references(grant["scope"]):
                         yield scope, unquote(grant["role"]), principal_ref
