@@ -31,6 +31,20 @@ resource "azurerm_servicebus_queue" "submissions" {
   max_size_in_megabytes                   = 1024
 }
 
+# Poison submissions (invalid body, unknown tenant or workflow), copied here by the trigger with
+# DeadLetterReason / DeadLetterErrorDescription properties (docs/triggers.md: the Python worker
+# cannot dead-letter a message itself). Same message id, so duplicate detection drops re-copies.
+resource "azurerm_servicebus_queue" "submissions_rejected" {
+  name                                    = "submissions-rejected"
+  namespace_id                            = azurerm_servicebus_namespace.this.id
+  max_delivery_count                      = 10
+  lock_duration                           = "PT1M"
+  default_message_ttl                     = "P14D"
+  requires_duplicate_detection            = true
+  duplicate_detection_history_time_window = "PT10M"
+  max_size_in_megabytes                   = 1024
+}
+
 # Lifecycle events from the outbox relay. The relay sets message_id = outbox record id, so a
 # re-send after a crash between publish and mark-dispatched is dropped here.
 resource "azurerm_servicebus_topic" "workflow_events" {
