@@ -11,8 +11,6 @@ import sys
 import time
 from pathlib import Path
 
-import pytest
-
 from devhost.durable.store import Store
 
 N = 30
@@ -64,7 +62,6 @@ def wait_until(pred: object, timeout: float) -> bool:
     return False
 
 
-@pytest.mark.slow
 def test_sigkill_mid_run_then_restart_completes_every_instance(tmp_path: Path) -> None:
     db = tmp_path / "durable.sqlite3"
     first = spawn(db, start=True)
