@@ -14,6 +14,7 @@ import logging
 import os
 import signal
 import sys
+import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -124,6 +125,7 @@ class DevHost:
         self._shortcut: Any = None
         self._saved_env: dict[str, str | None] = {}
         self._owned_bus = False
+        self._bus_lock = threading.Lock()
 
     # ------------------------------------------------------------------ start-up
 
@@ -194,7 +196,13 @@ class DevHost:
                     )
         self.data_dir.mkdir(parents=True, exist_ok=True)
         self.host_state = HostState(self.data_dir / "devhost.sqlite3")
-        invoker = Invoker(self.user_pool, client_binding=self._client_binding)
+        from devhost.outputs import OutputBinder
+
+        invoker = Invoker(
+            self.user_pool,
+            client_binding=self._client_binding,
+            outputs=OutputBinder(self._get_bus, self.settings.resolve),
+        )
 
         durable = [s for s in self.specs if s.trigger_type in DURABLE_TRIGGERS]
         self.orchestrators = {s.durable_name for s in self.specs if s.trigger_type == "orchestrationTrigger"}
@@ -297,18 +305,23 @@ class DevHost:
                     BlobTrigger(s, cs, invoker, self.io_pool, poll_seconds=poll, max_dequeue=threshold)
                 )
             elif s.trigger_type == "serviceBusTrigger":
-                if self._bus is None:
-                    from shared.adapters.factory import build_bus
-                    from shared.settings import WeftSettings
-
-                    # Built from the settings of this host run (the app's own singleton may be stale).
-                    self._bus = build_bus(WeftSettings())
-                    self._owned_bus = True
+                bus = self._get_bus()
                 entity = entity_of(s, self.settings.resolve)
                 sb_pool = ThreadPoolExecutor(max_workers=sb_calls, thread_name_prefix=f"devhost-sb-{s.name}")
                 self.triggers.append(
-                    ServiceBusTrigger(s, entity, self._bus, invoker, sb_pool, max_concurrent_calls=sb_calls)
+                    ServiceBusTrigger(s, entity, bus, invoker, sb_pool, max_concurrent_calls=sb_calls)
                 )
+
+    def _get_bus(self) -> Any:
+        with self._bus_lock:
+            if self._bus is None:
+                from shared.adapters.factory import build_bus
+                from shared.settings import WeftSettings
+
+                # Built from the settings of this host run (the app's own singleton may be stale).
+                self._bus = build_bus(WeftSettings())
+                self._owned_bus = True
+            return self._bus
 
     def _extension(self, name: str) -> dict[str, Any]:
         path = self.root / "host.json"

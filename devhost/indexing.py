@@ -30,6 +30,8 @@ TRIGGER_TYPES = frozenset(
 DURABLE_TRIGGERS = frozenset({"orchestrationTrigger", "activityTrigger", "entityTrigger"})
 # Non-trigger bindings devhost supplies itself; any other binding would silently do nothing.
 SUPPORTED_BINDINGS = frozenset({"http", "durableClient"})
+# Output bindings devhost publishes itself (devhost/outputs.py).
+OUTPUT_BINDINGS = frozenset({"serviceBus"})
 
 
 class IndexingError(Exception):
@@ -113,10 +115,12 @@ def index_app(app: Any) -> list[FunctionSpec]:
             )
         for b in bindings:
             btype = str(b.get("type", ""))
+            if btype in OUTPUT_BINDINGS and str(b.get("direction")) == "OUT":
+                continue
             if b is not trigger and btype not in SUPPORTED_BINDINGS:
                 raise IndexingError(
                     f"function {name!r}: binding {b.get('name')!r} of type {btype!r} is not supported "
-                    f"by devhost (supported: {', '.join(sorted(SUPPORTED_BINDINGS))})"
+                    f"by devhost (supported: {', '.join(sorted(SUPPORTED_BINDINGS | OUTPUT_BINDINGS))})"
                 )
         fn = f.get_user_function()
         sig_fn = _unwrap(fn)

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from devhost.indexing import FunctionSpec
+from devhost.outputs import OutputBinder, output_bindings
 
 log = logging.getLogger("devhost.invocation")
 
@@ -68,8 +69,15 @@ def log_invocation(
 
 
 class Invoker:
-    def __init__(self, executor: Executor, *, client_binding: Callable[[], str] | None = None) -> None:
+    def __init__(
+        self,
+        executor: Executor,
+        *,
+        client_binding: Callable[[], str] | None = None,
+        outputs: OutputBinder | None = None,
+    ) -> None:
         self.executor = executor
+        self.outputs = outputs
         # Any trigger may take a durable client input binding (the host supplies it to timer, blob
         # and Service Bus functions too); HTTP triggers pass theirs explicitly.
         self.client_binding = client_binding
@@ -87,13 +95,19 @@ class Invoker:
             kwargs[str(client["name"])] = self.client_binding()
         if "context" in spec.params and "context" not in kwargs:
             kwargs["context"] = InvocationContext(invocation_id, spec.name)
+        outs = self.outputs.prepare(spec, kwargs) if self.outputs and output_bindings(spec) else None
         started = time.perf_counter()
         status, err = "Succeeded", None
+        loop = asyncio.get_running_loop()
         try:
             if spec.is_async:
-                return await spec.func(**kwargs)
-            loop = asyncio.get_running_loop()
-            return await loop.run_in_executor(self.executor, lambda: spec.func(**kwargs))
+                result = await spec.func(**kwargs)
+            else:
+                result = await loop.run_in_executor(self.executor, lambda: spec.func(**kwargs))
+            if outs is not None and self.outputs is not None:
+                binder = self.outputs
+                await loop.run_in_executor(self.executor, lambda: binder.publish(spec, outs, result))
+            return result
         except BaseException as exc:
             status, err = "Failed", f"{type(exc).__name__}: {exc}"
             raise

@@ -183,4 +183,7 @@ def test_service_bus_completes_good_messages_and_dead_letters_poison(tmp_path: P
     assert [c["delivery"] for c in CALLS["sb"] if c["id"] == "m2"] == [1, 2, 3]
     assert sorted(c["id"] for c in CALLS["sb"] if c["id"] != "m2") == ["m1", "m3"]
     assert bus.receive("orders", max_messages=10) == []  # completed messages are gone
+    # The output binding sent one message per successful invocation, none for the failures.
+    shipped = bus.receive("shipped", max_messages=10)
+    assert sorted(m.body for m in shipped) == [b"shipped one", b"shipped three"]
     bus.close()

@@ -49,8 +49,10 @@ sb_app = func.FunctionApp()
 @sb_app.service_bus_queue_trigger(
     arg_name="msg", queue_name="%ORDERS_QUEUE%", connection="ServiceBusConnection"
 )
-async def on_order(msg: func.ServiceBusMessage) -> None:
+@sb_app.service_bus_queue_output(arg_name="shipped", queue_name="shipped", connection="ServiceBusConnection")
+async def on_order(msg: func.ServiceBusMessage, shipped: func.Out[str]) -> None:
     body = msg.get_body()
     record("sb", {"id": msg.message_id, "body": body, "delivery": msg.delivery_count})
+    shipped.set(f"shipped {body.decode()}")
     if body == b"poison":
         raise ValueError("this message can never be processed")
