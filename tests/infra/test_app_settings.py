@@ -42,8 +42,6 @@ REQUIRED_IN_AZURE = frozenset(
 # WEFT_* settings the Function App carries that WeftSettings does not read (yet), and why.
 NOT_IN_WEFT_SETTINGS = {
     "WEFT_TASK_HUB": "read by the host through host.json (%WEFT_TASK_HUB%), not by Python",
-    "WEFT_COSMOS_ENDPOINT": "announced for the Cosmos adapter (issue 4); not in shared/settings.py yet",
-    "WEFT_COSMOS_DATABASE": "announced for the Cosmos adapter (issue 4); not in shared/settings.py yet",
     "WEFT_PAYLOAD_ACCOUNT_URL": "the brief's name; shared/settings.py reads WEFT_BLOB_ACCOUNT_URL",
 }
 
@@ -155,6 +153,16 @@ def test_every_weft_setting_is_read_by_the_app_or_explained(settings: dict[str, 
     fields = {f"WEFT_{n.upper()}" for n in WeftSettings.model_fields}
     unknown = {k for k in settings if k.startswith("WEFT_")} - fields - NOT_IN_WEFT_SETTINGS.keys()
     assert sorted(unknown) == []
+
+
+def test_secret_weft_settings_are_key_vault_references(settings: dict[str, str]) -> None:
+    # WEFT_COSMOS_KEY, WEFT_SERVICEBUS_CONNECTION, WEFT_BLOB_CONNECTION_STRING are for local
+    # emulators; in Azure the identity replaces them. A secret the app does need comes from Key Vault.
+    fields = WeftSettings.model_fields
+    secret_fields = {f"WEFT_{n.upper()}" for n, f in fields.items() if "SecretStr" in str(f.annotation)}
+    assert "WEFT_ADMIN_KEY" in secret_fields
+    for key in secret_fields & settings.keys():
+        assert settings[key].startswith("@Microsoft.KeyVault(SecretUri="), key
 
 
 def test_literal_weft_settings_validate_against_the_app_settings_model(settings: dict[str, str]) -> None:
