@@ -435,9 +435,13 @@ class Bus(Protocol):
         ...
 
     def redrive_dead_letters(self, entity: str, *, max_messages: int = 100) -> int:
-        """Move up to ``max_messages`` dead-lettered messages back to ``entity`` (for a
-        subscription: back to that subscription only); body, subject and application properties
-        are kept, the delivery count starts again. Returns how many moved."""
+        """Move up to ``max_messages`` dead-lettered messages back to ``entity``; body, subject and
+        application properties are kept, the delivery count starts again. Returns how many moved.
+        For a subscription the message comes back to that subscription; on Service Bus the re-send
+        goes through the topic, so the other subscriptions may get a copy too (consumers are
+        idempotent). A re-sent message may get a new ``message_id`` (the original id would be
+        dropped by duplicate detection); the original is kept in application property
+        ``weft-original-message-id`` where the backend changes it."""
         ...
 
     def close(self) -> None: ...

@@ -163,7 +163,7 @@ def test_topic_fans_out_to_every_subscription(bus_backend: BusHarness, bus: Bus)
     assert bus.peek_dead_letters(s2) == []
     assert bus.redrive_dead_letters(s1) == 1
     assert _drain(bus_backend, s1) == [5]
-    assert _drain(bus_backend, s2) == [5]
+    assert bus.peek_dead_letters(s1) == []
 
 
 def test_receive_batches_in_order(bus_backend: BusHarness, bus: Bus) -> None:
