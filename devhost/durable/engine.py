@@ -191,6 +191,7 @@ class DurableEngine:
         self._ready: deque[tuple[str, str]] = deque()
         self._acts: deque[ActivityItem] = deque()
         self._timers: list[tuple[float, int, str, str, Any]] = []
+        self._dead_timers: set[int] = set()  # ids of orchestrator timer messages deleted meanwhile
         self._running_eps = 0
         self._running_acts = 0
         self._deferred: list[tuple[float, int, str]] = []
@@ -472,6 +473,7 @@ class DurableEngine:
             with self._cond:
                 if self._stopping:
                     return
+                self._skip_dead_timers_locked()
                 if not self._timers:
                     self._cond.wait()
                     continue
@@ -489,7 +491,10 @@ class DurableEngine:
                     self._cond.wait(min(due_at - now, 1.0))
                     continue
                 while self._timers and self._timers[0][0] <= now:
-                    _, _, kind, target, m = heapq.heappop(self._timers)
+                    _, mid, kind, target, m = heapq.heappop(self._timers)
+                    if kind == "o" and mid in self._dead_timers:
+                        self._dead_timers.discard(mid)
+                        continue
                     if kind == "o":
                         self._deliver_locked(target, m)
                     else:
@@ -513,6 +518,10 @@ class DurableEngine:
                 inst = self._insts.get(iid)
                 if inst is not None and inst.defer_deadline == deadline:
                     self._schedule_inst_locked(inst, force=True)
+
+    def _skip_dead_timers_locked(self) -> None:
+        while self._timers and self._timers[0][2] == "o" and self._timers[0][1] in self._dead_timers:
+            self._dead_timers.discard(heapq.heappop(self._timers)[1])
 
     def _lease_loop(self) -> None:
         interval = max(0.5, self.lease_seconds / 3.0)
@@ -958,6 +967,7 @@ class DurableEngine:
             while True:
                 # On a running virtual clock, pending timers are work: they fire as soon as all is idle.
                 timers_are_work = isinstance(self.clock, VirtualClock) and not self.clock.paused
+                self._skip_dead_timers_locked()
                 idle = self._idle_locked() and not (timers_are_work and self._timers)
                 if idle:
                     return True
@@ -1281,11 +1291,15 @@ class _Episode:
         with e.store.tx() as cur:
             if consumed:
                 cur.executemany("DELETE FROM messages WHERE id=?", [(i,) for i in consumed])
+            dead_timers: list[int] = []
             if self.drop_timers or self.reset_history:
-                cur.execute(
-                    "DELETE FROM messages WHERE instance_id=? AND visible_at > 0 AND execution_id=?",
-                    (inst.instance_id, inst.execution_id),
-                )
+                dead_timers += [
+                    r[0]
+                    for r in cur.execute(
+                        "SELECT id FROM messages WHERE instance_id=? AND visible_at > 0 AND execution_id=?",
+                        (inst.instance_id, inst.execution_id),
+                    ).fetchall()
+                ]
             base = len(inst.history_json or [])
             if self.reset_history:
                 cur.execute("DELETE FROM history WHERE instance_id=?", (inst.instance_id,))
@@ -1328,13 +1342,18 @@ class _Episode:
                         h.timer_fired(fire_at, task_id, fire_at),
                         max(fire_at.timestamp(), 1e-6),
                     )
-            if self.canceled_timers:
+            if self.canceled_timers and not self.drop_timers:
                 for tid in self.canceled_timers:
-                    cur.execute(
-                        "DELETE FROM messages WHERE instance_id=? AND execution_id=? AND visible_at > 0 "
-                        "AND json_extract(event, '$.TimerId')=?",
-                        (inst.instance_id, inst.execution_id, tid),
-                    )
+                    dead_timers += [
+                        r[0]
+                        for r in cur.execute(
+                            "SELECT id FROM messages WHERE instance_id=? AND execution_id=? "
+                            "AND visible_at > 0 AND json_extract(event, '$.TimerId')=?",
+                            (inst.instance_id, inst.execution_id, tid),
+                        ).fetchall()
+                    ]
+            if dead_timers:
+                cur.executemany("DELETE FROM messages WHERE id=?", [(i,) for i in dead_timers])
             for d in self.subs:
                 assert d.instance_id is not None
                 child = d.instance_id
@@ -1393,7 +1412,6 @@ class _Episode:
 
         # ---- memory (after the commit: a crash before it leaves SQLite consistent) -------------
         with e._cond:
-            old_exec = inst.execution_id
             inst.status = self.status
             inst.output = self.output
             inst.custom_status = self.custom_status
@@ -1408,21 +1426,8 @@ class _Episode:
             elif inst.history is not None and inst.history_json is not None:
                 inst.history.extend(stored)
                 inst.history_json.extend(stored_json)
-            if self.drop_timers or self.reset_history or self.canceled_timers:
-                canceled = set(self.canceled_timers)
-                drop_all = self.drop_timers or self.reset_history
-                e._timers = [
-                    t
-                    for t in e._timers
-                    if not (
-                        t[2] == "o"
-                        and t[3] == inst.instance_id
-                        and isinstance(t[4], Msg)
-                        and t[4].execution_id == old_exec
-                        and (drop_all or t[4].event.get("TimerId") in canceled)
-                    )
-                ]
-                heapq.heapify(e._timers)
+            # Lazy deletion: the timer loop skips these when they reach the top of the heap.
+            e._dead_timers.update(dead_timers)
             for child_inst in new_insts:
                 e._insts[child_inst.instance_id] = child_inst
             for a in new_acts:
