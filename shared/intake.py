@@ -29,7 +29,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, Literal
@@ -117,6 +117,31 @@ def submit_blob(deps: SubmissionDeps, blob: BlobInfo, now: datetime) -> SubmitRe
         if existing is None:
             raise
         return SubmitResult(existing, created=False, started=False)
+
+
+def submit_blob_patiently(
+    deps: SubmissionDeps,
+    blob: BlobInfo,
+    now: Callable[[], datetime],
+    sleep: Callable[[float], None],
+    *,
+    max_wait_seconds: float = 120.0,
+) -> SubmitResult:
+    """:func:`submit_blob`, waiting out the tenant's limits for up to ``max_wait_seconds``.
+
+    A blob over the limits must not fail the function: the host gives a blob up (poison) after a
+    few failed attempts, which would lose the submission. Past the wait it raises the last
+    AdmissionDeniedError and the host's own retries take over.
+    """
+    waited = 0.0
+    while True:
+        try:
+            return submit_blob(deps, blob, now())
+        except AdmissionDeniedError as exc:
+            if waited + exc.retry_after_seconds > max_wait_seconds:
+                raise
+            sleep(exc.retry_after_seconds)
+            waited += exc.retry_after_seconds
 
 
 # ------------------------------------------------------------------------------- Service Bus

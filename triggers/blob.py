@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import logging
+import time
 from datetime import UTC, datetime
 
 import azure.durable_functions as df
@@ -12,7 +13,7 @@ import azure.functions as func
 
 from shared.adapters.factory import get_payload_store, get_stores
 from shared.errors import WeftError
-from shared.intake import BlobInfo, split_blob_path, submit_blob
+from shared.intake import BlobInfo, split_blob_path, submit_blob_patiently
 from shared.names import TriggerName
 from shared.settings import get_settings
 from shared.submission import SubmissionDeps, SubmitResult
@@ -41,7 +42,7 @@ def blob_info(stream: func.InputStream) -> BlobInfo:
 def submit(starter: ClientStarter, info: BlobInfo) -> SubmitResult | None:
     deps = SubmissionDeps.from_settings(get_stores(), get_payload_store(), starter, get_settings())
     try:
-        return submit_blob(deps, info, datetime.now(UTC))
+        return submit_blob_patiently(deps, info, lambda: datetime.now(UTC), time.sleep)
     except WeftError as exc:
         if not exc.non_retryable:
             raise  # e.g. over the tenant's limits: the host retries the blob

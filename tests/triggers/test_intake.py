@@ -147,3 +147,27 @@ def test_over_the_limits_a_message_is_deferred_with_its_key_and_accepted_later(
     assert done.action == "accepted"
     ex = stores.executions.get_execution(str(done.execution_id))
     assert ex is not None and ex.idempotency_key == "sb:b"
+
+
+def test_a_blob_over_the_limits_waits_instead_of_failing(tmp_path: Path) -> None:
+    from shared.errors import AdmissionDeniedError
+    from shared.intake import submit_blob_patiently
+
+    stores = make_stores(tmp_path)
+    add_tenant(stores, submits_per_second=1)
+    publish(stores)
+    deps = make_deps(tmp_path, stores)
+    clock = [T0]
+    slept: list[float] = []
+
+    def sleep(s: float) -> None:
+        slept.append(s)
+        clock[0] += timedelta(seconds=s)
+
+    submit_blob(deps, blob(name="acme/wf/1"), T0)
+    res = submit_blob_patiently(deps, blob(name="acme/wf/2"), lambda: clock[0], sleep)
+    assert res.created and slept == [pytest.approx(1.0)]
+    with pytest.raises(AdmissionDeniedError):
+        submit_blob_patiently(
+            deps, blob(name="acme/wf/3"), lambda: clock[0], lambda _s: None, max_wait_seconds=0.5
+        )
