@@ -18,7 +18,7 @@ Conventions every adapter follows:
 
 Backend builders the factory imports lazily (so a missing SDK never breaks an import):
 ``shared.adapters.cosmos.build_stores(settings) -> Stores`` and
-``shared.adapters.servicebus.build_bus(settings) -> Bus``.
+``shared.adapters.servicebus_bus.build_bus(settings) -> Bus``.
 """
 
 from __future__ import annotations

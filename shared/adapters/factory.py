@@ -51,7 +51,7 @@ def build_stores(settings: WeftSettings) -> Stores:
 
 def build_bus(settings: WeftSettings) -> Bus:
     if settings.bus == "servicebus":
-        builder: Any = importlib.import_module("shared.adapters.servicebus").build_bus
+        builder: Any = importlib.import_module("shared.adapters.servicebus_bus").build_bus
         bus: Bus = builder(settings)
         return bus
     return EmbeddedBus(sqlite_path(settings))
