@@ -411,18 +411,13 @@ class DurableEngine:
                 if self._stopping:
                     return
                 kind, key = self._ready.popleft()
+                target: Inst | Ent | None = self._insts.get(key) if kind == "o" else self._ents.get(key)
+                if target is None or target.running or not target.queued:
+                    # A stale entry (the instance was replaced, purged or is already being run).
+                    continue
+                target.queued = False
+                target.running = True
                 self._running_eps += 1
-                target: Inst | Ent | None
-                if kind == "o":
-                    target = self._insts.get(key)
-                    if target is not None:
-                        target.queued = False
-                        target.running = True
-                else:
-                    target = self._ents.get(key)
-                    if target is not None:
-                        target.queued = False
-                        target.running = True
             try:
                 if isinstance(target, Inst):
                     self._run_episode(target)
