@@ -125,6 +125,7 @@ class DevHost:
         self._shortcut: Any = None
         self._saved_env: dict[str, str | None] = {}
         self._owned_bus = False
+        self._binding_cache: tuple[DurableEndpoints, str] | None = None
         self._bus_lock = threading.Lock()
 
     # ------------------------------------------------------------------ start-up
@@ -382,7 +383,11 @@ class DevHost:
         return self.endpoints.rpc_base_url
 
     def _client_binding(self) -> str:
-        return self.endpoints.client_binding()
+        # The binding only changes with the endpoints (once, when the port is known).
+        cached = self._binding_cache
+        if cached is None or cached[0] is not self.endpoints:
+            cached = self._binding_cache = (self.endpoints, self.endpoints.client_binding())
+        return cached[1]
 
     # ------------------------------------------------------------------ stop
 
