@@ -543,10 +543,9 @@ class DurableEngine:
         if len(st.activity_latency_ms) < STATS_MAX_SAMPLES:
             st.activity_latency_ms.append((started - item.queued_at) * 1000.0)
         fn = self.registry.activity(item.name)
-        ts = self.clock.now()
         if fn is None:
             ev = h.task_failed(
-                ts,
+                self.clock.now(),
                 item.task_id,
                 f"The activity function '{item.name}' doesn't exist, is disabled, or is not an activity "
                 "function.",
@@ -555,9 +554,9 @@ class DurableEngine:
         else:
             try:
                 result = invoke_activity(fn, item.input, item.instance_id)
-                ev = h.task_completed(ts, item.task_id, result)
+                ev = h.task_completed(self.clock.now(), item.task_id, result)
             except ActivityFailure as f:
-                ev = h.task_failed(ts, item.task_id, f.reason, f.details)
+                ev = h.task_failed(self.clock.now(), item.task_id, f.reason, f.details)
         mid: int | None = None
         with self.store.tx() as cur:
             # rowcount 0: another delivery of this work item already completed it.
