@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import threading
 from collections.abc import Coroutine
 from typing import Any, TypeVar
 
@@ -25,11 +24,15 @@ class ClientStarter:
     def __init__(self, client: df.DurableOrchestrationClient, loop: asyncio.AbstractEventLoop) -> None:
         self.client = client
         self.loop = loop
-        self._loop_thread = threading.get_ident()
 
     def _run(self, coro: Coroutine[Any, Any, T]) -> T:
-        if threading.get_ident() == self._loop_thread:
+        try:
+            running: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
+        except RuntimeError:
+            running = None
+        if running is self.loop:
             coro.close()
+            # Blocking the loop on a call that needs the loop would deadlock.
             raise RuntimeError("ClientStarter must be called from a worker thread, not the event loop")
         return asyncio.run_coroutine_threadsafe(coro, self.loop).result(CALL_TIMEOUT_SECONDS)
 

@@ -94,6 +94,7 @@ def weft(tmp_path: Path, azurite: Azurite, monkeypatch: pytest.MonkeyPatch) -> I
 
 def test_a_submitted_small_dag_runs_to_succeeded(weft: Weft) -> None:
     """The first end-to-end run of the orchestrator: submit -> fast path -> tasks -> finalize."""
+    starts = spy_starts(weft)
     bus = factory.get_bus()
     bus.publish(
         SUBMISSIONS_QUEUE,
@@ -127,6 +128,54 @@ def test_a_submitted_small_dag_runs_to_succeeded(weft: Weft) -> None:
         "weft.execution.started",
         "weft.execution.succeeded",
     ]
+    # The relay handled the start record (it comes before "started"): the finished instance was
+    # found and not started again; the fast path was the only start.
+    assert starts.count(ex.id) == 1
+
+
+def spy_starts(weft: Weft) -> list[str]:
+    """Instance ids devhost's engine is asked to start (through the SDK client and management API)."""
+    assert weft.host.host is not None and weft.host.host.backend is not None
+    engine: Any = weft.host.host.backend
+    real = engine.start_instance
+    calls: list[str] = []
+
+    def counting(orchestrator: str, instance_id: str | None, *args: Any, **kw: Any) -> str:
+        calls.append(str(instance_id))
+        result: str = real(orchestrator, instance_id, *args, **kw)
+        return result
+
+    engine.start_instance = counting
+    return calls
+
+
+def test_the_client_starter_never_restarts_an_existing_instance(weft: Weft) -> None:
+    import azure.durable_functions as df
+
+    from shared.execution_messages import ExecutionInput
+    from shared.names import OrchestratorName
+    from triggers.starter import ClientStarter
+
+    assert weft.host.host is not None
+    client = df.DurableOrchestrationClient(weft.host.host._client_binding())
+    starter = ClientStarter(client, weft.host.loop)
+    deps = SubmissionDeps(stores=weft.stores, payloads=factory.get_payload_store(), starter=starter)
+    starts = spy_starts(weft)
+    res = submit_execution(
+        deps,
+        "acme",
+        "wf",
+        input={"x": 1},
+        version=None,
+        idempotency_key=None,
+        trigger=TriggerKind.HTTP,
+        now=datetime.now(UTC),
+    )
+    assert res.started
+    assert weft.finished(res.execution.id).status is ExecutionStatus.SUCCEEDED
+    inp = ExecutionInput(execution_id=res.execution.id, tenant_id="acme").to_json_dict()
+    starter.start_new(OrchestratorName.EXECUTION, res.execution.id, inp)
+    assert starts == [res.execution.id]
 
 
 def test_the_relay_starts_an_execution_whose_fast_path_was_lost(weft: Weft) -> None:
