@@ -33,6 +33,9 @@ def parse_args(argv: list[str] | None = None) -> HostOptions:
         if v is not None and v < 1:
             p.error(f"--{knob.replace('_', '-')} must be >= 1")
     logging.basicConfig(level=a.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    if logging.getLogger().level > logging.DEBUG:
+        # The Azure SDKs log every HTTP request at INFO; blob polling would flood the console.
+        logging.getLogger("azure").setLevel(logging.WARNING)
     return HostOptions(
         app=a.app,
         root=a.root,
