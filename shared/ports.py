@@ -104,6 +104,12 @@ class DefinitionStore(Protocol):
 # Executions
 
 
+#: The most items one :class:`ExecutionWrite` may hold (a Cosmos transactional batch holds 100
+#: operations; the sequence counter, when events or outbox records are appended, is one of them).
+#: Every backend refuses a bigger write with ``ValueError``, so nothing works only on SQLite.
+MAX_WRITE_ITEMS = 100
+
+
 @dataclass(frozen=True)
 class ExecutionWrite:
     """Everything one state change writes, applied all-or-nothing by :meth:`ExecutionStore.commit`.
@@ -121,6 +127,18 @@ class ExecutionWrite:
     outbox: Sequence[OutboxRecord] = ()
     dead_letters: Sequence[DeadLetter] = ()
 
+    def item_count(self) -> int:
+        """Items as counted against :data:`MAX_WRITE_ITEMS` (including the sequence counter)."""
+        counter = 1 if self.events or self.outbox else 0
+        return (
+            (1 if self.execution is not None else 0)
+            + len(self.task_runs)
+            + len(self.events)
+            + len(self.outbox)
+            + len(self.dead_letters)
+            + counter
+        )
+
 
 @dataclass(frozen=True)
 class CommitResult:
@@ -137,7 +155,8 @@ class ExecutionStore(Protocol):
     def commit(self, write: ExecutionWrite) -> CommitResult:
         """Apply ``write`` atomically: on any failure (etag mismatch -> ``ConcurrencyError``,
         existing execution created again -> ``ConflictError``, an injected fault, a crash) nothing
-        of it is stored. Every item must carry ``write.execution_id`` (else ``ValueError``)."""
+        of it is stored. Every item must carry ``write.execution_id``, and the write may hold at
+        most :data:`MAX_WRITE_ITEMS` items (else ``ValueError``, before anything is written)."""
         ...
 
     def get_execution(self, execution_id: str) -> Execution | None: ...

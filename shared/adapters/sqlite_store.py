@@ -19,7 +19,7 @@ from pydantic import BaseModel
 
 from shared.adapters.sqlite_db import SqliteDatabase, decode_token, encode_token, from_ts, ts
 from shared.errors import ConcurrencyError, ConflictError, NotFoundError, StaleFencingTokenError
-from shared.ports import CommitResult, ExecutionWrite, FaultHook, Page
+from shared.ports import MAX_WRITE_ITEMS, CommitResult, ExecutionWrite, FaultHook, Page
 from shared.records import (
     ApiKeyRecord,
     AttemptRecord,
@@ -815,6 +815,11 @@ class SqliteStore:
 
 
 def _check_same_execution(write: ExecutionWrite) -> None:
+    if write.item_count() > MAX_WRITE_ITEMS:
+        raise ValueError(
+            f"one atomic write holds at most {MAX_WRITE_ITEMS} items, got {write.item_count()}: "
+            "split the task runs over several commits"
+        )
     eid = write.execution_id
     ids = [write.execution.id] if write.execution is not None else []
     ids += [r.execution_id for r in write.task_runs]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from shared.errors import ConcurrencyError, ConflictError, NotFoundError
-from shared.ports import ExecutionStore, ExecutionWrite
+from shared.ports import MAX_WRITE_ITEMS, ExecutionStore, ExecutionWrite
 from shared.records import DeadLetterResolution, DeadLetterStatus, NewEvent, OutboxKind
 from shared.states import ExecutionStatus, TaskStatus
 from tests.contract.backends import StoreHarness
@@ -125,6 +125,23 @@ def test_items_of_another_execution_are_refused(execution_store: ExecutionStore)
             ExecutionWrite(execution_id=ex.id, execution=ex, task_runs=[task_run("other", "a")])
         )
     assert execution_store.get_execution(ex.id) is None
+
+
+def test_a_write_of_max_items_commits_and_one_more_is_refused(execution_store: ExecutionStore) -> None:
+    ex = execution()
+    events = [NewEvent(type="submitted", at=T0)]
+    fits = MAX_WRITE_ITEMS - 3  # execution + event + sequence counter
+    runs = [task_run(ex.id, f"t{i:03}") for i in range(fits + 1)]
+    too_big = ExecutionWrite(execution_id=ex.id, execution=ex, task_runs=runs, events=events)
+    assert too_big.item_count() == MAX_WRITE_ITEMS + 1
+    with pytest.raises(ValueError, match="at most"):
+        execution_store.commit(too_big)
+    assert execution_store.get_execution(ex.id) is None
+    result = execution_store.commit(
+        ExecutionWrite(execution_id=ex.id, execution=ex, task_runs=runs[:fits], events=events)
+    )
+    assert len(result.task_runs) == fits
+    assert len(execution_store.get_task_runs(ex.id)) == fits
 
 
 # ----------------------------------------------------------------------------------- etags
