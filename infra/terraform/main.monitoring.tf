@@ -149,6 +149,36 @@ resource "azurerm_monitor_metric_alert" "servicebus_dead_letters" {
   }
 }
 
+# Rejected submissions wait in `submissions-rejected` for an operator.
+resource "azurerm_monitor_metric_alert" "servicebus_rejected_submissions" {
+  name                = "alert-${local.base_name}-rejected-submissions"
+  resource_group_name = azurerm_resource_group.this.name
+  scopes              = [azurerm_servicebus_namespace.this.id]
+  description         = "Submissions were rejected (invalid body, unknown tenant or workflow) and wait in submissions-rejected."
+  severity            = 3
+  frequency           = "PT5M"
+  window_size         = "PT15M"
+  tags                = local.common_tags
+
+  criteria {
+    metric_namespace = "Microsoft.ServiceBus/namespaces"
+    metric_name      = "ActiveMessages"
+    aggregation      = "Maximum"
+    operator         = "GreaterThan"
+    threshold        = 0
+
+    dimension {
+      name     = "EntityName"
+      operator = "Include"
+      values   = [azurerm_servicebus_queue.submissions_rejected.name]
+    }
+  }
+
+  action {
+    action_group_id = azurerm_monitor_action_group.this.id
+  }
+}
+
 resource "random_uuid" "workbook" {}
 
 resource "azurerm_application_insights_workbook" "this" {

@@ -45,6 +45,19 @@ resource "azurerm_servicebus_queue" "submissions_rejected" {
   max_size_in_megabytes                   = 1024
 }
 
+# Poison submissions (bad body, unknown tenant/workflow, reused message id): the trigger copies
+# them here with DeadLetterReason/DeadLetterErrorDescription properties and completes the
+# original (shared/intake.py), because the Python worker cannot dead-letter a message itself.
+resource "azurerm_servicebus_queue" "submissions_rejected" {
+  name                                 = "submissions-rejected"
+  namespace_id                         = azurerm_servicebus_namespace.this.id
+  max_delivery_count                   = 10
+  dead_lettering_on_message_expiration = false
+  lock_duration                        = "PT1M"
+  default_message_ttl                  = "P14D"
+  max_size_in_megabytes                = 1024
+}
+
 # Lifecycle events from the outbox relay. The relay sets message_id = outbox record id, so a
 # re-send after a crash between publish and mark-dispatched is dropped here.
 resource "azurerm_servicebus_topic" "workflow_events" {

@@ -87,3 +87,22 @@ def test_storage_containers_and_messaging_entities() -> None:
     topic = model.resource("azurerm_servicebus_topic.workflow_events")
     assert unquote(topic["name"]) == "workflow-events"
     assert topic["requires_duplicate_detection"] is True
+
+
+def test_every_service_bus_entity_the_app_uses_exists() -> None:
+    from shared.intake import REJECTED_QUEUE, SUBMISSIONS_QUEUE
+    from shared.lifecycle import WORKFLOW_EVENTS_TOPIC
+
+    model = load()
+    queues = {
+        unquote(body["name"])
+        for a, body in model.resources.items()
+        if a.startswith("azurerm_servicebus_queue.")
+    }
+    topics = {
+        unquote(body["name"])
+        for a, body in model.resources.items()
+        if a.startswith("azurerm_servicebus_topic.")
+    }
+    assert {SUBMISSIONS_QUEUE, REJECTED_QUEUE} <= queues
+    assert WORKFLOW_EVENTS_TOPIC in topics
