@@ -121,3 +121,24 @@ def test_orchestrator_context_parameter_must_be_named_context() -> None:
 
     with pytest.raises(IndexingError, match="must be named 'context'"):
         index_app(app)
+
+
+def test_settings_come_from_local_settings_with_the_environment_winning(tmp_path: Path) -> None:
+    from devhost.settings import SettingsError, load_durable_knobs
+
+    (tmp_path / "local.settings.json").write_text(
+        json.dumps({"IsEncrypted": False, "Values": {"HUB": "filehub", "ONLY_FILE": "f", "Q": "orders"}})
+    )
+    (tmp_path / "host.json").write_text(
+        json.dumps({"version": "2.0", "extensions": {"durableTask": {"hubName": "%HUB%"}}})
+    )
+    s = AppSettings.load(tmp_path, env={"HUB": "envhub"})
+    assert s.get("HUB") == "envhub"
+    assert s.get("ONLY_FILE") == "f"
+    assert s.resolve("%Q%-dlq") == "orders-dlq"
+    assert load_durable_knobs(tmp_path, s).hub_name == "envhub"
+    with pytest.raises(SettingsError, match="'MISSING' is not set"):
+        s.resolve("%MISSING%")
+    (tmp_path / "local.settings.json").write_text("{not json")
+    with pytest.raises(SettingsError, match="not valid JSON"):
+        AppSettings.load(tmp_path, env={})
