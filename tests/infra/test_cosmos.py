@@ -66,3 +66,24 @@ def test_ttl_is_on_where_items_carry_their_own_ttl(container: str) -> None:
 def test_no_container_expires_items_by_default() -> None:
     for name, spec in _containers().items():
         assert spec["default_ttl"] in (None, -1), name
+
+
+def test_same_containers_as_the_adapter_creates_locally() -> None:
+    """The adapter's executable layout (used by ensure_containers on dev set-ups) and Terraform agree."""
+    from shared.adapters.cosmos_support import CONTAINERS
+
+    deployed = _containers()
+    assert {spec.id for spec in CONTAINERS} == set(deployed)
+    for spec in CONTAINERS:
+        tf = deployed[spec.id]
+        assert unquote(tf["partition_key"]) == spec.partition_key, spec.id
+        assert tf["default_ttl"] == spec.default_ttl, spec.id
+        policy = spec.indexing_policy or {"includedPaths": [{"path": "/*"}], "excludedPaths": []}
+        assert [unquote(p) for p in tf["included_paths"]] == [p["path"] for p in policy["includedPaths"]]
+        assert [unquote(p) for p in tf["excluded_paths"]] == [p["path"] for p in policy["excludedPaths"]]
+        composite = [
+            [(unquote(i["path"]), unquote(i["order"]).lower()) for i in group]
+            for group in tf["composite_indexes"]
+        ]
+        expected = [[(i["path"], i["order"].lower()) for i in g] for g in policy.get("compositeIndexes", [])]
+        assert composite == expected, spec.id
