@@ -163,6 +163,17 @@ class EmbeddedBus:
         now_s = ts(now)
         until = now + timedelta(seconds=cfg.lock_seconds)
         out: list[ReceivedMessage] = []
+        # Idle pollers look first without the write lock, so they never queue behind writers.
+        ready = (
+            self.db.connection()
+            .execute(
+                "SELECT 1 FROM bus_messages WHERE entity = ? AND dlq = ? AND visible_at <= ? LIMIT 1",
+                (stored, int(dlq), now_s),
+            )
+            .fetchone()
+        )
+        if ready is None:
+            return out
         with self.db.write() as c:
             rows = c.execute(
                 "SELECT * FROM bus_messages WHERE entity = ? AND dlq = ? AND visible_at <= ? "
