@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import multiprocessing
 import statistics
 import sys
 import tempfile
@@ -26,6 +27,7 @@ from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 from shared.errors import ConcurrencyError
 from shared.ports import ExecutionStore, ExecutionWrite
@@ -149,11 +151,46 @@ def run(store: ExecutionStore, label: str, writes: int, threads: int, hot: bool)
     return Result(label, writes, time.perf_counter() - start, latencies, conflicts)
 
 
+def _process_worker(path: str, writes: int, worker: int, out: Any) -> None:
+    from shared.adapters.sqlite_store import SqliteStore
+
+    store = SqliteStore(path)
+    ids = _seed(store, 8, 1)
+    latencies = []
+    for n in range(writes):
+        t0 = time.perf_counter()
+        _one_write(store, ids[n % len(ids)], "t0", n + worker * writes)
+        latencies.append((time.perf_counter() - t0) * 1000)
+    store.close()
+    out.put(latencies)
+
+
+def run_processes(processes: int, writes: int) -> Result:
+    """SQLite only: several processes (as several Functions workers would) on one file."""
+    from shared.adapters.sqlite_store import SqliteStore
+
+    ctx = multiprocessing.get_context("fork")
+    with tempfile.TemporaryDirectory(prefix="weft-bench-") as d:
+        path = str(Path(d) / "weft.sqlite3")
+        SqliteStore(path).close()  # create the schema once, before the race
+        out = ctx.Queue()
+        procs = [ctx.Process(target=_process_worker, args=(path, writes, w, out)) for w in range(processes)]
+        start = time.perf_counter()
+        for p in procs:
+            p.start()
+        latencies = [x for _ in procs for x in out.get(timeout=600)]
+        seconds = time.perf_counter() - start
+        for p in procs:
+            p.join()
+    return Result(f"sqlite {processes} processes", writes * processes, seconds, latencies, 0)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--backend", default="sqlite", choices=sorted(BACKENDS))
     parser.add_argument("--writes", type=int, default=2000)
     parser.add_argument("--threads", default="1,4")
+    parser.add_argument("--processes", type=int, default=2, help="SQLite only; 0 to skip")
     args = parser.parse_args(argv)
     print(f"== ExecutionStore.commit on {args.backend}: task run + event + outbox record per write")
     with BACKENDS[args.backend]() as store:
@@ -165,6 +202,8 @@ def main(argv: list[str] | None = None) -> int:
                 store, f"{args.backend} {hot_threads} thr, 1 execution", args.writes // 2, hot_threads, True
             ).line()
         )
+    if args.backend == "sqlite" and args.processes > 0:
+        print(run_processes(args.processes, args.writes // args.processes).line())
     return 0
 
 
