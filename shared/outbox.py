@@ -15,7 +15,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from itertools import groupby
 
 from shared.ports import Bus, ExecutionStore, OutgoingMessage
@@ -35,6 +35,8 @@ class RelayStats:
     failed: int = 0
     #: Claimed but given back because an earlier record of the same execution failed.
     deferred: int = 0
+    #: Dispatched records deleted (backends with TTL report 0: the store expires them itself).
+    purged: int = 0
 
 
 def outbox_message(record: OutboxRecord) -> OutgoingMessage:
@@ -62,7 +64,10 @@ def relay_once(
     starter: Starter | None = None,
     limit: int = 100,
     lease_seconds: float = 30.0,
+    retain_dispatched: timedelta | None = None,
 ) -> RelayStats:
+    """One relay round. With ``retain_dispatched``, records dispatched longer ago than that are
+    purged afterwards (the embedded store has no TTL; Cosmos expires them by ``ttl``)."""
     stats = RelayStats()
     records = store.claim_outbox(owner, now, lease_seconds=lease_seconds, limit=limit)
     stats.claimed = len(records)
@@ -91,6 +96,8 @@ def relay_once(
                 stats.published += 1
         if done:
             store.mark_dispatched(done, now)
+    if retain_dispatched is not None:
+        stats.purged = store.purge_dispatched(now - retain_dispatched)
     return stats
 
 
