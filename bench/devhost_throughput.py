@@ -1,6 +1,7 @@
 """devhost throughput: a fan-out orchestration of no-op activities on the real clock.
 
-Runs devhost in this process (function_app.app, a temporary data dir, a free port), then:
+Runs devhost in this process (function_app.app with the example settings, Azurite, a temporary
+data dir, a free port), then:
 1. submit phase: CLIENTS concurrent HTTP clients (closed loop, in a separate process) POST
    /api/v1/selftest (width 1), SUBMITS_PER_CLIENT each -> submit latency (each submit also starts
    an orchestration that devhost runs meanwhile);
@@ -83,6 +84,16 @@ def wait_all(engine: Any, ids: list[str], timeout: float) -> list[dict[str, Any]
 
 async def main(args: argparse.Namespace) -> dict[str, Any]:
     data = Path(tempfile.mkdtemp(prefix="devhost-bench-"))
+    # What `make run` gives the app (the example settings, Azurite), in a throw-away data dir.
+    settings = json.loads((ROOT / "local.settings.json.example").read_text())["Values"]
+    settings.update(
+        {
+            "WEFT_TASK_HUB": "bench",
+            "WEFT_DATA_DIR": str(data / "weft"),
+            "DEVHOST_FUNCTION_KEY": KEY,
+            "DEVHOST_MASTER_KEY": "bench-master-key",
+        }
+    )
     host = DevHost(
         HostOptions(
             app="function_app:app",
@@ -91,11 +102,8 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
             data_dir=data,
             max_activities=args.activity_workers,
             max_orchestrators=args.orchestrator_workers,
-            settings_overrides={
-                "WEFT_TASK_HUB": "bench",
-                "DEVHOST_FUNCTION_KEY": KEY,
-                "DEVHOST_MASTER_KEY": "m",
-            },
+            with_azurite=True,
+            settings_overrides=settings,
         )
     )
     await host.start()

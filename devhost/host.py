@@ -308,7 +308,7 @@ class DevHost:
             elif s.trigger_type == "serviceBusTrigger":
                 bus = self._get_bus()
                 entity = entity_of(s, self.settings.resolve)
-                sb_pool = ThreadPoolExecutor(max_workers=sb_calls, thread_name_prefix=f"devhost-sb-{s.name}")
+                sb_pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix=f"devhost-sb-{s.name}")
                 self.triggers.append(
                     ServiceBusTrigger(s, entity, bus, invoker, sb_pool, max_concurrent_calls=sb_calls)
                 )

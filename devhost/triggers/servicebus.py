@@ -120,22 +120,30 @@ class ServiceBusTrigger:
                 "lock lost on message %s of %s; it will be delivered again", m.message_id, self.entity
             )
 
-    async def _worker(self, stop: asyncio.Event) -> None:
+    async def run(self, stop: asyncio.Event) -> None:
+        # One receive loop per function (cheap on the bus), up to max_concurrent_calls in flight.
+        inflight: set[asyncio.Task[None]] = set()
         while not stop.is_set():
+            free = self.max_concurrent_calls - len(inflight)
+            if free <= 0:
+                await asyncio.wait(inflight, return_when=asyncio.FIRST_COMPLETED)
+                continue
             try:
                 msgs: list[ReceivedMessage] = await self._call(
-                    self.bus.receive, self.entity, max_messages=1, max_wait_seconds=self.wait_seconds
+                    self.bus.receive, self.entity, max_messages=free, max_wait_seconds=self.wait_seconds
                 )
             except Exception:
                 log.exception("receive from %s failed; retrying", self.entity)
-                await asyncio.sleep(self.wait_seconds)
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(stop.wait(), timeout=self.wait_seconds)
                 continue
             if not msgs:
                 # An adapter that returns at once when empty must not make this loop spin.
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(stop.wait(), timeout=0.05)
             for m in msgs:
-                await self.handle(m)
-
-    async def run(self, stop: asyncio.Event) -> None:
-        await asyncio.gather(*(self._worker(stop) for _ in range(self.max_concurrent_calls)))
+                task = asyncio.create_task(self.handle(m))
+                inflight.add(task)
+                task.add_done_callback(inflight.discard)
+        if inflight:
+            await asyncio.gather(*inflight, return_exceptions=True)
