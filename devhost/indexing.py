@@ -128,6 +128,20 @@ def index_app(app: Any) -> list[FunctionSpec]:
             params = tuple(inspect.signature(sig_fn).parameters)
         except (TypeError, ValueError):
             params = ()
+        names = {str(b.get("name")) for b in bindings if b.get("name") != "$return"}
+        # Orchestrators and entities are SDK handles taking `context`; their name rule is checked below.
+        if params and ttype not in ("orchestrationTrigger", "entityTrigger"):
+            # The Python worker refuses these mismatches when it loads the function.
+            extra = [p for p in params if p not in names and p != "context"]
+            missing = sorted(n for n in names if n not in params)
+            if extra:
+                raise IndexingError(
+                    f"function {name!r}: parameters {extra} are declared in Python but not as bindings"
+                )
+            if missing:
+                raise IndexingError(
+                    f"function {name!r}: bindings {missing} are declared but not parameters of the function"
+                )
         spec = FunctionSpec(
             name=name,
             trigger_type=ttype,

@@ -142,3 +142,14 @@ def test_settings_come_from_local_settings_with_the_environment_winning(tmp_path
     (tmp_path / "local.settings.json").write_text("{not json")
     with pytest.raises(SettingsError, match="not valid JSON"):
         AppSettings.load(tmp_path, env={})
+
+
+def test_parameters_and_bindings_must_match_as_the_worker_requires() -> None:
+    app = func.FunctionApp()
+
+    @app.route(route="x")
+    def extra_param(req: func.HttpRequest, other: str) -> str:
+        return "x"
+
+    with pytest.raises(IndexingError, match=r"'extra_param': parameters \['other'\] are declared in Python"):
+        index_app(app)
