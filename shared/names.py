@@ -37,6 +37,24 @@ class TriggerName(StrEnum):
     SCHEDULE_TICK = "schedule_tick"
     BLOB_SUBMIT = "blob_submit"
     SERVICEBUS_SUBMIT = "servicebus_submit"
+    # The HTTP API, one function per route (shared/api/routes.py, triggers/api.py).
+    API_HEALTH = "api_health"
+    API_OPENAPI = "api_openapi"
+    API_CREATE_TENANT = "api_create_tenant"
+    API_CREATE_API_KEY = "api_create_api_key"
+    API_PUT_WORKFLOW = "api_put_workflow"
+    API_PUBLISH_WORKFLOW = "api_publish_workflow"
+    API_LIST_WORKFLOWS = "api_list_workflows"
+    API_GET_VERSION = "api_get_version"
+    API_SUBMIT_EXECUTION = "api_submit_execution"
+    API_GET_EXECUTION = "api_get_execution"
+    API_LIST_EXECUTIONS = "api_list_executions"
+    API_CANCEL_EXECUTION = "api_cancel_execution"
+    API_RAISE_EVENT = "api_raise_event"
+    API_RERUN_EXECUTION = "api_rerun_execution"
+    API_LIST_DEAD_LETTERS = "api_list_dead_letters"
+    API_RETRY_DEAD_LETTER = "api_retry_dead_letter"
+    API_SKIP_DEAD_LETTER = "api_skip_dead_letter"
 
 
 class EventName(StrEnum):

@@ -1,0 +1,106 @@
+"""Reading request bodies and query strings into models; every mistake becomes a 400 with paths."""
+
+from __future__ import annotations
+
+import json
+from typing import Any, TypeVar
+
+from pydantic import BaseModel, ValidationError
+
+from shared.api.types import ApiRequest
+from shared.errors import Problem, ValidationFailedError
+from shared.validation import json_path
+
+M = TypeVar("M", bound=BaseModel)
+
+MAX_LIMIT = 100
+DEFAULT_LIMIT = 50
+
+
+def _no_constants(name: str) -> Any:
+    # NaN and Infinity are not JSON; accepting them would fail later, far from the client's mistake.
+    raise ValueError(f"{name} is not valid JSON")
+
+
+def parse_json(body: bytes) -> Any:
+    try:
+        return json.loads(body.decode("utf-8"), parse_constant=_no_constants)
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise ValidationFailedError(
+            [Problem(path="$", message=f"the body is not valid JSON: {exc}")], "the body is not valid JSON"
+        ) from None
+    except RecursionError:
+        raise ValidationFailedError(
+            [Problem(path="$", message="the body is nested too deeply")], "the body is nested too deeply"
+        ) from None
+
+
+def problems_of(exc: ValidationError, root: tuple[str | int, ...] = ()) -> list[Problem]:
+    out = []
+    for err in exc.errors(include_url=False):
+        loc = (*root, *err["loc"])
+        message = err["msg"]
+        if err["type"] == "extra_forbidden":
+            message = f"unknown field '{loc[-1]}'"
+        out.append(Problem(path=json_path(loc), message=message))
+    return out
+
+
+def read_body(request: ApiRequest, model: type[M], *, required: bool = False) -> M:
+    """The body as ``model``; an empty body is ``model()`` unless ``required``."""
+    if not request.body.strip():
+        if required:
+            raise ValidationFailedError([Problem(path="$", message="a JSON body is required")])
+        return model()
+    return validate(model, parse_json(request.body))
+
+
+def validate(model: type[M], doc: Any) -> M:
+    try:
+        return model.model_validate(doc, by_alias=True, by_name=False)
+    except ValidationError as exc:
+        raise ValidationFailedError(problems_of(exc)) from None
+
+
+def query_limit(request: ApiRequest) -> int:
+    raw = request.query.get("limit")
+    if raw is None or raw == "":
+        return DEFAULT_LIMIT
+    try:
+        value = int(raw)
+    except ValueError:
+        value = 0
+    if not 1 <= value <= MAX_LIMIT:
+        raise ValidationFailedError(
+            [Problem(path="$.query.limit", message=f"an integer from 1 to {MAX_LIMIT}; got {raw!r}")]
+        )
+    return value
+
+
+def query_token(request: ApiRequest) -> str | None:
+    token = request.query.get("continuationToken")
+    if token is None or token == "":
+        return None
+    if len(token) > 4096:
+        raise ValidationFailedError([Problem(path="$.query.continuationToken", message="too long")])
+    return token
+
+
+def path_int(request: ApiRequest, name: str) -> int:
+    raw = request.param(name)
+    try:
+        value = int(raw)
+    except ValueError:
+        value = 0
+    if not 1 <= value <= 2**31:
+        raise ValidationFailedError(
+            [Problem(path=f"$.path.{name}", message=f"a positive integer; got {raw!r}")]
+        )
+    return value
+
+
+def bad_token() -> ValidationFailedError:
+    return ValidationFailedError(
+        [Problem(path="$.query.continuationToken", message="not a token this listing returned")],
+        "invalid continuationToken",
+    )
