@@ -2,8 +2,9 @@
 
 Called every 10 seconds by a timer (``triggers/schedules.py``); see ``docs/schedules.md``.
 
-* **Leader election with fencing.** A tick first takes (or extends) the ``weft-scheduler`` lease;
-  a process that does not hold it does nothing. Every write the scheduler owns (the per-schedule
+* **Leader election with fencing.** A tick first takes the ``weft-scheduler`` lease (a new, greater
+  fencing token) and releases it at the end; a tick that finds it held (another tick still running,
+  or a paused one whose lease has not expired) does nothing. Every write the scheduler owns (the per-schedule
   cursor, "fired up to here") goes through ``LeaseStore.put_fenced`` with the lease's fencing token
   and is refused once a newer holder exists, so a paused, expired leader cannot move a cursor
   back or forward. The tick stops at the first refusal.
@@ -149,16 +150,21 @@ def fire_due_schedules(
     if lease is None:
         return TickResult(leader=False)
     result = TickResult(leader=True, token=lease.token)
-    for sw in list((catalog or ScheduleCatalog()).scheduled(deps.stores)):
-        try:
-            _fire_one(deps, lease, sw, now, grace_seconds, result)
-        except StaleFencingTokenError:
-            log.warning("scheduler %s lost the lease (token %d); stopping this tick", holder, lease.token)
-            result.lost_lease = True
-            return result
-        except Exception:
-            # One broken schedule (or a store hiccup) must not stop the others.
-            log.exception("schedule of %s failed this tick", sw.key)
+    try:
+        for sw in list((catalog or ScheduleCatalog()).scheduled(deps.stores)):
+            try:
+                _fire_one(deps, lease, sw, now, grace_seconds, result)
+            except StaleFencingTokenError:
+                log.warning("scheduler %s lost the lease (token %d); stopping this tick", holder, lease.token)
+                result.lost_lease = True
+                return result
+            except Exception:
+                # One broken schedule (or a store hiccup) must not stop the others.
+                log.exception("schedule of %s failed this tick", sw.key)
+    finally:
+        # Leader per tick: the timer lands on any worker process, so the next tick's process must
+        # not wait for this lease to expire. (A no-op when a newer holder has taken it.)
+        leases.release(lease)
     return result
 
 

@@ -55,13 +55,21 @@ def test_each_occurrence_fires_once_across_ticks(tmp_path: Path, stores: Stores)
     assert all(e.version == 1 for e in executions(stores))
 
 
-def test_only_the_lease_holder_fires(tmp_path: Path, stores: Stores) -> None:
+def test_only_the_lease_holder_fires_and_each_tick_gets_a_newer_token(tmp_path: Path, stores: Stores) -> None:
     publish(stores, scheduled())
     deps = make_deps(tmp_path, stores)
-    assert fire_due_schedules(deps, T0, "a").leader
+    first = fire_due_schedules(deps, T0, "a")
+    assert first.leader
+    # A tick of "a" still running (it holds the lease): "b" does nothing.
+    held = stores.leases.acquire(LEASE_NAME, "a", 30, T0 + timedelta(seconds=15))
+    assert held is not None
     other = fire_due_schedules(deps, T0 + timedelta(seconds=15), "b")
-    assert not other.leader and other.fired == []
-    assert fire_due_schedules(deps, T0 + timedelta(seconds=15), "a").fired
+    assert not other.leader and other.fired == [] and executions(stores) == []
+    stores.leases.release(held)
+    # Released: the next tick runs wherever the timer lands, with a newer token.
+    nxt = fire_due_schedules(deps, T0 + timedelta(seconds=16), "b")
+    assert nxt.leader and nxt.fired and first.token is not None and nxt.token is not None
+    assert nxt.token > held.token > first.token
 
 
 def test_split_brain_stale_leader_is_refused_and_no_occurrence_runs_twice(
@@ -95,8 +103,9 @@ def test_split_brain_stale_leader_is_refused_and_no_occurrence_runs_twice(
     # A's old token can write nothing; B's cursor stands.
     cursor = stores.leases.get_fenced(LEASE_NAME, "acme/wf")
     assert cursor is not None and cursor["last"] == "2026-11-29T10:01:00Z"
-    # A next tick of A finds B holding the lease and does nothing.
-    assert not fire_due_schedules(a_deps, T0 + timedelta(seconds=70), "a").leader
+    # A's next tick gets a newer token and fires nothing twice.
+    again = fire_due_schedules(a_deps, T0 + timedelta(seconds=66), "a")
+    assert again.leader and again.fired == [] and len(executions(stores)) == 6
 
 
 def test_skip_drops_occurrences_missed_while_down(tmp_path: Path, stores: Stores) -> None:
