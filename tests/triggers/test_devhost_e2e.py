@@ -276,3 +276,27 @@ def test_bus_messages_good_duplicate_and_poison(weft: Weft) -> None:
     # Poison messages were completed (not retried until the broker dead-letters them).
     assert sb.abandoned == 0
     assert bus.peek_dead_letters(SUBMISSIONS_QUEUE) == []
+
+
+def test_the_cron_tick_fires_a_schedule_through_the_timer_function(weft: Weft) -> None:
+    every_second = {**FILES_DAG, "schedule": {"cron": "* * * * * *", "catchUp": "skip"}}
+    every_second["tasks"] = [
+        {"id": "t", "handler": "noop", "params": {"result": "${{ input.schedule.occurrence }}"}}
+    ]
+    publish(weft.stores, every_second, workflow="cron")
+    assert weft.host.host is not None
+    timer = next(t for t in weft.host.host.triggers if t.spec.name == "schedule_tick")
+    weft.host.run(timer._fire(False, None))  # first sight: the cursor starts now
+    time.sleep(1.5)
+    weft.host.run(timer._fire(False, None))  # fires the occurrences since (the real 10 s timer may too)
+
+    def scheduled() -> list[Execution] | None:
+        found = [e for e in weft.executions() if e.trigger is TriggerKind.SCHEDULE]
+        return found or None
+
+    found = wait_for(scheduled, 30, "a scheduled execution")
+    occurrences = [e.input["schedule"]["occurrence"] for e in found]
+    assert len(occurrences) == len(set(occurrences))
+    done = weft.finished(found[0].id)
+    assert done.status is ExecutionStatus.SUCCEEDED
+    assert done.output == {"t": found[0].input["schedule"]["occurrence"]}
