@@ -7,6 +7,7 @@ from typing import Any
 
 from activities.blueprint import bp
 from shared.adapters.factory import get_bus, get_payload_store, get_stores
+from shared.adapters.telemetry import configure_telemetry
 from shared.execution_messages import (
     AttemptTimeoutInput,
     FinalizeInput,
@@ -22,6 +23,7 @@ from shared.task_runtime import finalize_execution, record_timeout, run_task, st
 @bp.function_name(ActivityName.START_EXECUTION)
 @bp.activity_trigger(input_name="payload", activity=ActivityName.START_EXECUTION)
 def start_execution_activity(payload: dict[str, Any]) -> dict[str, Any]:
+    configure_telemetry()
     inp = StartExecutionInput.model_validate(payload)
     return start_execution(get_stores(), inp).to_json_dict()
 
@@ -29,6 +31,7 @@ def start_execution_activity(payload: dict[str, Any]) -> dict[str, Any]:
 @bp.function_name(ActivityName.RUN_TASK)
 @bp.activity_trigger(input_name="payload", activity=ActivityName.RUN_TASK)
 def run_task_activity(payload: dict[str, Any]) -> dict[str, Any]:
+    configure_telemetry()
     inp = RunTaskInput.model_validate(payload)
     outcome = run_task(
         get_stores(),
@@ -43,6 +46,7 @@ def run_task_activity(payload: dict[str, Any]) -> dict[str, Any]:
 @bp.function_name(ActivityName.RECORD_TIMEOUT)
 @bp.activity_trigger(input_name="payload", activity=ActivityName.RECORD_TIMEOUT)
 def record_attempt_timeout_activity(payload: dict[str, Any]) -> dict[str, Any]:
+    configure_telemetry()
     inp = AttemptTimeoutInput.model_validate(payload)
     return record_timeout(get_stores(), inp).to_json_dict()
 
@@ -50,6 +54,7 @@ def record_attempt_timeout_activity(payload: dict[str, Any]) -> dict[str, Any]:
 @bp.function_name(ActivityName.FINALIZE_EXECUTION)
 @bp.activity_trigger(input_name="payload", activity=ActivityName.FINALIZE_EXECUTION)
 def finalize_execution_activity(payload: dict[str, Any]) -> dict[str, Any]:
+    configure_telemetry()
     inp = FinalizeInput.model_validate(payload)
     finalize_execution(
         get_stores(),

@@ -16,6 +16,8 @@ from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
+from opentelemetry import trace
+
 from shared.claimcheck import offload, resolve
 from shared.dag import DagIndex
 from shared.definition import OnTaskFailure, WorkflowDefinition
@@ -48,6 +50,19 @@ from shared.records import (
     TaskRun,
 )
 from shared.states import EXECUTION_MACHINE, TASK_MACHINE, ExecutionStatus, TaskStatus
+from shared.telemetry import (
+    Dimension,
+    MetricName,
+    SpanAttribute,
+    SpanName,
+    TelemetryEvent,
+    count,
+    current_traceparent,
+    dimensions,
+    event_attributes,
+    record,
+    span,
+)
 
 log = logging.getLogger("weft.tasks")
 
@@ -125,6 +140,35 @@ def run_task(
     traceparent: str | None = None,
 ) -> TaskOutcome:
     """Run one attempt of one task; business failures come back as a failed ``TaskOutcome``."""
+    attrs = dimensions(
+        tenant_id=inp.tenant_id,
+        workflow=inp.workflow,
+        execution_id=inp.execution_id,
+        task_id=inp.task.task_id,
+        **{Dimension.ATTEMPT: inp.attempt},
+    )
+    with span(SpanName.TASK_RUN, attrs, traceparent=traceparent or inp.traceparent) as current:
+        outcome = _run_task(stores, payloads, inp, handler_ports, now, claim_check_threshold)
+        current.set_attribute(str(Dimension.STATUS), outcome.status)
+        if outcome.error is not None:
+            current.set_attribute(str(Dimension.ERROR_TYPE), outcome.error.type)
+    metric_attrs = dimensions(
+        tenant_id=inp.tenant_id, workflow=inp.workflow, **{Dimension.STATUS: outcome.status}
+    )
+    count(MetricName.TASKS_COMPLETED, metric_attrs)
+    if outcome.duration_ms is not None:
+        record(MetricName.TASK_DURATION_MS, outcome.duration_ms, metric_attrs)
+    return outcome
+
+
+def _run_task(
+    stores: Stores,
+    payloads: PayloadStore,
+    inp: RunTaskInput,
+    handler_ports: HandlerPorts | None,
+    now: Clock,
+    claim_check_threshold: int,
+) -> TaskOutcome:
     recorded = stores.idempotency.get_attempt(inp.execution_id, inp.task.task_id, inp.attempt)
     if recorded is not None:
         outcome = TaskOutcome.model_validate(recorded.outcome)
@@ -137,7 +181,14 @@ def run_task(
             ErrorInfo(type="weft.NotFound", message="execution not found", non_retryable=True),
             attempt=inp.attempt,
         )
-    _mark_running(stores, ex, inp, now)
+    latency_ms = _mark_running(stores, ex, inp, now)
+    if latency_ms is not None:
+        record(
+            MetricName.TASK_SCHEDULING_LATENCY_MS,
+            latency_ms,
+            dimensions(tenant_id=inp.tenant_id, workflow=inp.workflow),
+        )
+        trace.get_current_span().set_attribute(str(SpanAttribute.SCHEDULING_LATENCY_MS), latency_ms)
 
     try:
         params = _resolve_params(stores, payloads, ex, inp.task)
@@ -154,7 +205,7 @@ def run_task(
                 logging.getLogger("weft.handlers"),
                 {"executionId": inp.execution_id, "taskId": inp.task.task_id, "attempt": inp.attempt},
             ),
-            traceparent=traceparent or inp.traceparent,
+            traceparent=current_traceparent() or inp.traceparent,
             ports=handler_ports or HandlerPorts.of(payload_store=payloads),
         )
         outcome = invoke_handler(inp.task.handler, params, ctx)
@@ -211,14 +262,15 @@ def disposition(task: TaskWork, attempt: int, on_failure: OnTaskFailure, outcome
     return TaskStatus.DEAD_LETTERED if on_failure is OnTaskFailure.DEAD_LETTER else TaskStatus.FAILED
 
 
-def _mark_running(stores: Stores, ex: Execution, inp: RunTaskInput, now: Clock) -> None:
+def _mark_running(stores: Stores, ex: Execution, inp: RunTaskInput, now: Clock) -> float | None:
+    """Record the attempt as running; returns its scheduling latency (None if already past it)."""
     at = now()
     for _ in range(MAX_CAS_ATTEMPTS):
         current = stores.executions.get_task_run(ex.id, inp.task.task_id)
         if current is not None and (
             current.attempts > inp.attempt or TASK_MACHINE.is_terminal(current.status)
         ):
-            return
+            return None
         run = (current or TaskRun(execution_id=ex.id, task_id=inp.task.task_id)).model_copy(
             update={
                 "status": TaskStatus.RUNNING,
@@ -240,7 +292,7 @@ def _mark_running(stores: Stores, ex: Execution, inp: RunTaskInput, now: Clock) 
         )
         try:
             stores.executions.commit(ExecutionWrite(ex.id, task_runs=[run], events=[event]))
-            return
+            return latency_ms
         except ConcurrencyError:
             continue
     raise ConcurrencyError(f"task {inp.task.task_id}: too many concurrent updates")
@@ -350,9 +402,27 @@ def _apply_outcome(
                     dead_letters=dead_letters,
                 )
             )
-            return
         except ConcurrencyError:
             continue
+        if dead_letters:
+            attrs = dimensions(tenant_id=ex.tenant_id, workflow=ex.workflow)
+            count(MetricName.DEAD_LETTERS_OPENED, attrs)
+            log.warning(
+                "dead letter %s opened for task %s",
+                dead_letters[0].id,
+                task.task_id,
+                extra=event_attributes(
+                    TelemetryEvent.DEAD_LETTER_OPENED,
+                    dimensions(
+                        tenant_id=ex.tenant_id,
+                        workflow=ex.workflow,
+                        execution_id=execution_id,
+                        task_id=task.task_id,
+                        **{Dimension.ERROR_TYPE: dead_letters[0].error.type},
+                    ),
+                ),
+            )
+        return
     raise ConcurrencyError(f"task {task.task_id}: too many concurrent updates")
 
 
@@ -422,12 +492,25 @@ def finalize_execution(
         data: dict[str, Any] = {"status": str(inp.status)}
         if inp.error is not None:
             data["error"] = inp.error.to_json_dict()
-        event, record = lifecycle(final, _FINAL_EVENT[inp.status], at, data)
+        event, outbox = lifecycle(final, _FINAL_EVENT[inp.status], at, data)
         try:
-            stores.executions.commit(ExecutionWrite(ex.id, execution=final, events=[event], outbox=[record]))
-            return
+            stores.executions.commit(ExecutionWrite(ex.id, execution=final, events=[event], outbox=[outbox]))
         except ConcurrencyError:
             continue
+        attrs = dimensions(
+            tenant_id=ex.tenant_id, workflow=ex.workflow, **{Dimension.STATUS: str(inp.status)}
+        )
+        count(MetricName.EXECUTIONS_COMPLETED, attrs)
+        log.info(
+            "execution %s finished %s",
+            ex.id,
+            inp.status,
+            extra=event_attributes(
+                TelemetryEvent.EXECUTION_FINISHED,
+                {**attrs, str(Dimension.EXECUTION_ID): ex.id},
+            ),
+        )
+        return
     raise ConcurrencyError(f"execution {inp.execution_id}: too many concurrent updates")
 
 

@@ -161,6 +161,13 @@ def parent_context(traceparent: str | None, tracestate: str | None = None) -> ot
     return TraceContextTextMapPropagator().extract(carrier)
 
 
+def current_traceparent() -> str | None:
+    """The W3C ``traceparent`` of the current span, to hand to downstream calls (None if not traced)."""
+    carrier: dict[str, str] = {}
+    TraceContextTextMapPropagator().inject(carrier)
+    return carrier.get("traceparent")
+
+
 @contextmanager
 def span(
     name: SpanName,

@@ -1,0 +1,111 @@
+"""The execution path emits the spans, metrics and events the workbook and alerts query."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from opentelemetry.sdk.metrics import MeterProvider
+from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+from shared import telemetry
+from shared.records import DeadLetterStatus
+from tests.execution.harness import Harness, run_harness
+
+
+@pytest.fixture
+def exporters(monkeypatch: pytest.MonkeyPatch) -> tuple[InMemorySpanExporter, InMemoryMetricReader]:
+    spans = InMemorySpanExporter()
+    tracer_provider = TracerProvider()
+    tracer_provider.add_span_processor(SimpleSpanProcessor(spans))
+    reader = InMemoryMetricReader()
+    meter_provider = MeterProvider(metric_readers=[reader])
+    instruments = telemetry._Instruments(meter_provider.get_meter(telemetry.INSTRUMENTATION_SCOPE))
+    # The OTel API lets a process set its global providers once; the tests use their own instead.
+    monkeypatch.setattr(
+        telemetry, "tracer", lambda: tracer_provider.get_tracer(telemetry.INSTRUMENTATION_SCOPE)
+    )
+    monkeypatch.setattr(telemetry, "_instruments", lambda: instruments)
+    return spans, reader
+
+
+@pytest.fixture
+def h(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Harness]:
+    with run_harness(tmp_path, monkeypatch) as harness:
+        yield harness
+
+
+def metric_points(reader: InMemoryMetricReader) -> dict[str, list[Any]]:
+    data = reader.get_metrics_data()
+    points: dict[str, list[Any]] = {}
+    for resource in data.resource_metrics if data else ():
+        for scope in resource.scope_metrics:
+            for metric in scope.metrics:
+                points.setdefault(metric.name, []).extend(metric.data.data_points)
+    return points
+
+
+def test_task_spans_and_metrics_carry_the_dimensions(
+    h: Harness, exporters: tuple[InMemorySpanExporter, InMemoryMetricReader]
+) -> None:
+    spans, reader = exporters
+    definition = {
+        "tasks": [
+            {"id": "a", "handler": "noop"},
+            {
+                "id": "b",
+                "handler": "fail",
+                "params": {"times": -1},
+                "dependsOn": ["a"],
+                "retry": {"maxAttempts": 1},
+            },
+        ],
+        "onTaskFailure": "deadLetter",
+    }
+    execution_id = h.submit(definition, workflow="etl")
+    deadline_ok = False
+    for _ in range(500):
+        page = h.stores.executions.list_dead_letters("acme", status=DeadLetterStatus.OPEN)
+        if any(d.execution_id == execution_id for d in page.items):
+            deadline_ok = True
+            break
+        time.sleep(0.01)
+    assert deadline_ok
+
+    task_spans = [s for s in spans.get_finished_spans() if s.name == telemetry.SpanName.TASK_RUN]
+    assert {s.attributes[telemetry.Dimension.TASK_ID] for s in task_spans} == {"a", "b"}
+    for s in task_spans:
+        assert s.attributes[telemetry.Dimension.TENANT_ID] == "acme"
+        assert s.attributes[telemetry.Dimension.WORKFLOW] == "etl"
+        assert s.attributes[telemetry.Dimension.EXECUTION_ID] == execution_id
+        assert telemetry.SpanAttribute.SCHEDULING_LATENCY_MS in s.attributes
+    statuses = {
+        s.attributes[telemetry.Dimension.TASK_ID]: s.attributes[telemetry.Dimension.STATUS]
+        for s in task_spans
+    }
+    assert statuses == {"a": "succeeded", "b": "failed"}
+
+    points = metric_points(reader)
+    completed = {
+        p.attributes[telemetry.Dimension.STATUS]: p.value
+        for p in points[telemetry.MetricName.TASKS_COMPLETED]
+    }
+    assert completed == {"succeeded": 1, "failed": 1}
+    assert sum(p.value for p in points[telemetry.MetricName.DEAD_LETTERS_OPENED]) == 1
+    assert sum(p.count for p in points[telemetry.MetricName.TASK_SCHEDULING_LATENCY_MS]) == 2
+
+
+def test_a_finished_execution_is_counted_with_its_status(
+    h: Harness, exporters: tuple[InMemorySpanExporter, InMemoryMetricReader]
+) -> None:
+    _, reader = exporters
+    h.wait(h.submit({"tasks": [{"id": "only", "handler": "noop"}]}, workflow="etl"))
+    points = metric_points(reader)[telemetry.MetricName.EXECUTIONS_COMPLETED]
+    assert [(p.attributes[telemetry.Dimension.STATUS], p.value) for p in points] == [("succeeded", 1)]
+    assert points[0].attributes[telemetry.Dimension.WORKFLOW] == "etl"
