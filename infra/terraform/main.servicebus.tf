@@ -31,31 +31,20 @@ resource "azurerm_servicebus_queue" "submissions" {
   max_size_in_megabytes                   = 1024
 }
 
-# Poison submissions (invalid body, unknown tenant or workflow), copied here by the trigger with
-# DeadLetterReason / DeadLetterErrorDescription properties (docs/triggers.md: the Python worker
-# cannot dead-letter a message itself). Same message id, so duplicate detection drops re-copies.
+# Poison submissions (bad body, unknown tenant/workflow, reused message id): the trigger copies
+# them here with DeadLetterReason/DeadLetterErrorDescription properties and completes the
+# original (shared/intake.py), because the Python worker cannot dead-letter a message itself.
+# Copies keep the original message id: duplicate detection drops the copy of a redelivery.
 resource "azurerm_servicebus_queue" "submissions_rejected" {
   name                                    = "submissions-rejected"
   namespace_id                            = azurerm_servicebus_namespace.this.id
   max_delivery_count                      = 10
+  dead_lettering_on_message_expiration    = false
   lock_duration                           = "PT1M"
   default_message_ttl                     = "P14D"
   requires_duplicate_detection            = true
   duplicate_detection_history_time_window = "PT10M"
   max_size_in_megabytes                   = 1024
-}
-
-# Poison submissions (bad body, unknown tenant/workflow, reused message id): the trigger copies
-# them here with DeadLetterReason/DeadLetterErrorDescription properties and completes the
-# original (shared/intake.py), because the Python worker cannot dead-letter a message itself.
-resource "azurerm_servicebus_queue" "submissions_rejected" {
-  name                                 = "submissions-rejected"
-  namespace_id                         = azurerm_servicebus_namespace.this.id
-  max_delivery_count                   = 10
-  dead_lettering_on_message_expiration = false
-  lock_duration                        = "PT1M"
-  default_message_ttl                  = "P14D"
-  max_size_in_megabytes                = 1024
 }
 
 # Lifecycle events from the outbox relay. The relay sets message_id = outbox record id, so a
