@@ -67,14 +67,20 @@ class ClientControl(ClientStarter):
     async def _raise(self, instance_id: str, name: str, data: Any) -> bool:
         if not await self._live(instance_id):
             return False
-        try:
-            await self.client.raise_event(instance_id, name, data)
-        except Exception:
-            # 404/410 when it finished (or vanished) between the two calls; else a real failure.
-            if not await self._live(instance_id):
-                return False
-            raise
-        return True
+        # The SDK's raise_event json.dumps the data and posts that with aiohttp's json=, so the
+        # orchestration would receive a JSON *string* (azure-functions-durable-python#295). Post the
+        # value once, through the client's own request helper, so the orchestrator gets the object.
+        url = self.client._get_raise_event_url(instance_id, name, None, None)
+        status, _ = await self.client._post_async_request(
+            url,
+            {} if data is None else data,
+            function_invocation_id=self.client._function_invocation_id,
+        )
+        if status == 202:
+            return True
+        if status in (404, 410):  # finished or vanished since the status check
+            return False
+        raise RuntimeError(f"raising {name!r} on {instance_id} failed with HTTP {status}")
 
     async def _query(self, prefix: str) -> list[str]:
         statuses = await self.client.get_status_by(runtime_status=_LIVE, instance_id_prefix=prefix)

@@ -453,7 +453,7 @@ def raise_event(request: ApiRequest, deps: ApiDeps) -> ApiResponse:
                 )
             ]
         )
-    data = bodies.parse_json(request.body) if request.body.strip() else None
+    data = bodies.parse_json(request.body) if request.body.strip() else {}
     ex = _execution(deps, _tenant(request), request.param("id"))
     if EXECUTION_MACHINE.is_terminal(ex.status):
         raise _finished(ex)

@@ -238,7 +238,7 @@ ROUTES: tuple[Route, ...] = (
         "tenants/{tenant}/executions/{id}/events/{name}",
         endpoints.raise_event,
         AuthKind.TENANT,
-        "Deliver an external event (e.g. an approval); the body is its JSON payload",
+        "Deliver an external event (e.g. an approval); the body is its JSON payload (empty: {})",
         {202: models.EventAccepted},
         (*_TENANT_ERRORS, 409, 413),
         request_schema={},
