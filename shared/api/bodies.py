@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
@@ -14,6 +15,10 @@ from shared.validation import json_path
 M = TypeVar("M", bound=BaseModel)
 
 MAX_LIMIT = 100
+#: Store tokens are short base64url keysets. Kept well under what fits in a URL (8 KB on most
+#: front ends) even percent-encoded, so an oversized token gets our 400, not the server's.
+MAX_TOKEN = 512
+TOKEN_PATTERN = r"^[A-Za-z0-9_=-]*$"  # noqa: S105  (a regex, not a secret)
 DEFAULT_LIMIT = 50
 
 
@@ -81,8 +86,8 @@ def query_token(request: ApiRequest) -> str | None:
     token = request.query.get("continuationToken")
     if token is None or token == "":
         return None
-    if len(token) > 4096:
-        raise ValidationFailedError([Problem(path="$.query.continuationToken", message="too long")])
+    if len(token) > MAX_TOKEN or not re.match(TOKEN_PATTERN, token):
+        raise bad_token()
     return token
 
 

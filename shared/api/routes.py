@@ -15,7 +15,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from shared.api import auth, endpoints, models, problems
+from shared.api import auth, bodies, endpoints, models, problems
 from shared.api.auth import AuthFailure
 from shared.api.openapi import openapi_document
 from shared.api.types import ApiDeps, ApiRequest, ApiResponse, AuthKind
@@ -85,7 +85,12 @@ class Route:
 
 _LIST = (
     Param("limit", "query", {"type": "integer", "minimum": 1, "maximum": 100, "default": 50}),
-    Param("continuationToken", "query", {"type": "string", "maxLength": 4096}, "From the previous page"),
+    Param(
+        "continuationToken",
+        "query",
+        {"type": "string", "maxLength": bodies.MAX_TOKEN, "pattern": bodies.TOKEN_PATTERN},
+        "From the previous page",
+    ),
 )
 _TENANT_ERRORS = (400, 404)
 
