@@ -393,3 +393,13 @@ def test_dead_letters_list_page_and_resolve(execution_store: ExecutionStore) -> 
     assert [d.id for d in open_.items] == list(reversed(made[1:]))
     done = execution_store.list_dead_letters("acme", status=DeadLetterStatus.RESOLVED)
     assert [d.id for d in done.items] == [made[0]]
+
+
+@pytest.mark.parametrize("token", ["not a token", "W10=", "bm9wZQ"])
+def test_a_garbage_continuation_token_is_refused(execution_store: ExecutionStore, token: str) -> None:
+    _create(execution_store)
+    # ValueError, never a wrong page: the API turns it into a 400 for the client.
+    with pytest.raises(ValueError):  # noqa: PT011
+        execution_store.list_executions("acme", continuation=token)
+    with pytest.raises(ValueError):  # noqa: PT011
+        execution_store.list_dead_letters("acme", continuation=token)
