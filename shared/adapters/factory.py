@@ -7,9 +7,12 @@ so a missing optional SDK or a half-configured backend never hides the whole fun
 from __future__ import annotations
 
 import importlib
+import logging
+import socket
 import threading
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 from shared.adapters.embedded_bus import EmbeddedBus
 from shared.adapters.payload_store import BlobPayloadStore, FileSystemPayloadStore
@@ -27,6 +30,8 @@ from shared.ports import (
 from shared.settings import WeftSettings, get_settings
 
 SQLITE_FILE = "weft.sqlite3"
+
+log = logging.getLogger(__name__)
 
 
 class _Singletons:
@@ -60,6 +65,11 @@ def build_bus(settings: WeftSettings) -> Bus:
 def build_payload_store(settings: WeftSettings) -> PayloadStore:
     kind = settings.payload_store
     has_blob = settings.blob_connection_string is not None or settings.blob_account_url is not None
+    if kind == "auto" and settings.blob_connection_string is not None:
+        conn = settings.blob_connection_string.get_secret_value()
+        if not local_blob_endpoint_reachable(conn):
+            log.warning("the local blob endpoint is not running; claim-check payloads go to the filesystem")
+            has_blob = False
     if kind == "blob" or (kind == "auto" and has_blob):
         if settings.blob_connection_string is not None:
             return BlobPayloadStore.from_connection_string(
@@ -71,6 +81,23 @@ def build_payload_store(settings: WeftSettings) -> PayloadStore:
             )
         return BlobPayloadStore.from_account_url(settings.blob_account_url, settings.payload_container)
     return FileSystemPayloadStore(Path(settings.data_dir) / "payloads")
+
+
+def local_blob_endpoint_reachable(connection_string: str, timeout: float = 0.3) -> bool:
+    """False only for a loopback blob endpoint (Azurite) with nothing listening; remote: True."""
+    parts = dict(p.split("=", 1) for p in connection_string.split(";") if "=" in p)
+    if parts.get("UseDevelopmentStorage", "").lower() == "true":
+        endpoint = "http://127.0.0.1:10000"
+    else:
+        endpoint = parts.get("BlobEndpoint", "")
+    url = urlsplit(endpoint)
+    if url.hostname not in {"127.0.0.1", "localhost", "::1"}:
+        return True
+    try:
+        with socket.create_connection((url.hostname, url.port or 80), timeout=timeout):
+            return True
+    except OSError:
+        return False
 
 
 def get_stores() -> Stores:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -12,6 +13,7 @@ from shared.adapters.embedded_bus import EmbeddedBus
 from shared.adapters.payload_store import BlobPayloadStore, FileSystemPayloadStore
 from shared.adapters.sqlite_store import SqliteStore
 from shared.settings import reset_settings_cache
+from tests.support.ports import free_port
 
 
 @pytest.fixture
@@ -47,11 +49,27 @@ def test_defaults_are_embedded_and_share_one_file(env: pytest.MonkeyPatch, tmp_p
     assert payloads.root == tmp_path / "data" / "payloads"
 
 
-def test_blob_payloads_when_a_connection_string_is_set(env: pytest.MonkeyPatch) -> None:
+@pytest.mark.integration
+def test_blob_payloads_when_azurite_is_running(env: pytest.MonkeyPatch, azurite: Any) -> None:
+    env.setenv("WEFT_BLOB_CONNECTION_STRING", azurite.connection_string)
+    store = factory.get_payload_store()
+    assert isinstance(store, BlobPayloadStore)
+    assert store.get(store.put(b"hello")) == b"hello"
+
+
+def test_filesystem_when_the_local_blob_endpoint_is_not_running(env: pytest.MonkeyPatch) -> None:
     env.setenv(
         "WEFT_BLOB_CONNECTION_STRING",
         "DefaultEndpointsProtocol=http;AccountName=devstoreaccount1;AccountKey=a2V5;"
-        "BlobEndpoint=http://127.0.0.1:1/devstoreaccount1;",
+        f"BlobEndpoint=http://127.0.0.1:{free_port()}/devstoreaccount1;",
+    )
+    assert isinstance(factory.get_payload_store(), FileSystemPayloadStore)
+
+
+def test_remote_blob_endpoints_are_not_probed(env: pytest.MonkeyPatch) -> None:
+    env.setenv(
+        "WEFT_BLOB_CONNECTION_STRING",
+        "DefaultEndpointsProtocol=https;AccountName=weft;AccountKey=a2V5;EndpointSuffix=core.windows.net",
     )
     assert isinstance(factory.get_payload_store(), BlobPayloadStore)
 
