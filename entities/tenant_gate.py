@@ -39,6 +39,8 @@ def run_tenant_gate(context: EntityContext) -> None:
         context.operation_name,
         context.get_input(),
         default_limit=get_settings().default_max_running_tasks,
+        # The entity key names the gate, so its working copy of the state survives between operations.
+        cache_key=getattr(context, "entity_key", None),
     )
     context.set_state(state)
     context.set_result(result)

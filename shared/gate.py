@@ -23,11 +23,12 @@ a clock, so equal inputs give equal results.
 from __future__ import annotations
 
 import math
+import threading
 from datetime import datetime, timedelta
 from enum import StrEnum
 from typing import Any, TypeVar
 
-from pydantic import AwareDatetime, Field, ValidationError
+from pydantic import AwareDatetime, Field, TypeAdapter, ValidationError
 
 from shared.errors import Problem, ValidationFailedError
 from shared.model import WeftModel
@@ -264,34 +265,229 @@ def load_state(raw: Any) -> GateState:
     return GateState.model_validate(raw)
 
 
+_DATETIME = TypeAdapter(datetime)
+
+
+def _json_time(value: datetime) -> str:
+    dumped: str = _DATETIME.dump_python(value, mode="json")
+    return dumped
+
+
+class _Book:
+    """A working copy of a :class:`GateState` in its stored JSON form, for the entity's hot path.
+
+    The pure functions above rebuild the whole state on every operation, which costs time in
+    proportion to the number of leases; with hundreds of running tasks per tenant that dominated
+    the gate. The book applies the same transitions in place and keeps each lease and waiter as the
+    JSON dict it is stored as, so an operation costs time in proportion to what it changes (plus a
+    C-speed list copy). ``tests/unit/test_gate.py`` drives the entity through this path and checks
+    it against the pure functions.
+    """
+
+    __slots__ = (
+        "clock",
+        "clock_json",
+        "expired_waiters_total",
+        "granted_total",
+        "leases",
+        "max_running_tasks",
+        "min_lease_expiry",
+        "min_waiter_expiry",
+        "reclaimed_leases_total",
+        "waiter_owners",
+        "waiters",
+    )
+
+    def __init__(self, state: GateState) -> None:
+        self.max_running_tasks = state.max_running_tasks
+        #: owner -> (expiresAt, stored JSON), in grant order.
+        self.leases: dict[str, tuple[datetime, dict[str, Any]]] = {}
+        for lease in state.leases:
+            self.leases[lease.owner] = (lease.expires_at, lease.to_json_dict())
+        #: FIFO order of the queue; ``waiters`` holds each one's expiry and stored JSON.
+        self.waiter_owners: list[str] = [w.owner for w in state.waiters]
+        self.waiters: dict[str, tuple[datetime, dict[str, Any]]] = {
+            w.owner: (w.expires_at, w.to_json_dict()) for w in state.waiters
+        }
+        self.clock = state.clock
+        self.clock_json = _json_time(state.clock) if state.clock is not None else None
+        self.granted_total = state.granted_total
+        self.reclaimed_leases_total = state.reclaimed_leases_total
+        self.expired_waiters_total = state.expired_waiters_total
+        #: Lower bounds of the earliest expiry: no scan is needed before the clock reaches them.
+        self.min_lease_expiry = min((e for e, _ in self.leases.values()), default=None)
+        self.min_waiter_expiry = min((e for e, _ in self.waiters.values()), default=None)
+
+    def to_json(self) -> dict[str, Any]:
+        """The same dict ``GateState.to_json_dict()`` gives (keys in field order, ``None`` left out)."""
+        out: dict[str, Any] = {}
+        if self.max_running_tasks is not None:
+            out["maxRunningTasks"] = self.max_running_tasks
+        out["leases"] = [j for _, j in self.leases.values()]
+        out["waiters"] = [self.waiters[o][1] for o in self.waiter_owners]
+        if self.clock_json is not None:
+            out["clock"] = self.clock_json
+        out["grantedTotal"] = self.granted_total
+        out["reclaimedLeasesTotal"] = self.reclaimed_leases_total
+        out["expiredWaitersTotal"] = self.expired_waiters_total
+        return out
+
+    def limit(self, default_limit: int) -> int:
+        return self.max_running_tasks if self.max_running_tasks is not None else default_limit
+
+    def reclaim(self, now: datetime) -> datetime:
+        if self.clock is None or now > self.clock:
+            self.clock = now
+            self.clock_json = _json_time(now)
+        clock = self.clock
+        if self.min_lease_expiry is not None and self.min_lease_expiry <= clock:
+            live = {o: v for o, v in self.leases.items() if v[0] > clock}
+            self.reclaimed_leases_total += len(self.leases) - len(live)
+            self.leases = live
+            self.min_lease_expiry = min((e for e, _ in live.values()), default=None)
+        if self.min_waiter_expiry is not None and self.min_waiter_expiry <= clock:
+            kept = [o for o in self.waiter_owners if self.waiters[o][0] > clock]
+            self.expired_waiters_total += len(self.waiter_owners) - len(kept)
+            self.waiters = {o: self.waiters[o] for o in kept}
+            self.waiter_owners = kept
+            self.min_waiter_expiry = min((e for e, _ in self.waiters.values()), default=None)
+        return clock
+
+    def acquire(self, request: AcquireInput, default_limit: int) -> AcquireResult:
+        clock = self.reclaim(request.now)
+        if request.max_running_tasks is not None:
+            self.max_running_tasks = request.max_running_tasks
+        limit = self.limit(default_limit)
+        granted: list[str] = []
+        denied: list[Denied] = []
+        ttl = timedelta(seconds=request.waiter_ttl_seconds)
+        for req in request.requests:
+            owner = req.owner
+            if owner in self.leases:
+                if owner not in granted:
+                    granted.append(owner)
+                continue
+            queued = owner in self.waiters
+            ahead = self.waiter_owners.index(owner) if queued else len(self.waiter_owners)
+            if limit - len(self.leases) > ahead:
+                lease = GateLease(
+                    owner=owner, granted_at=clock, expires_at=clock + timedelta(seconds=req.lease_seconds)
+                )
+                self.leases[owner] = (lease.expires_at, lease.to_json_dict())
+                if self.min_lease_expiry is None or lease.expires_at < self.min_lease_expiry:
+                    self.min_lease_expiry = lease.expires_at
+                self.granted_total += 1
+                granted.append(owner)
+                if queued:
+                    del self.waiters[owner]
+                    del self.waiter_owners[ahead]
+                continue
+            if queued:
+                waiter = GateWaiter.model_validate(self.waiters[owner][1]).model_copy(
+                    update={"expires_at": clock + ttl}
+                )
+            else:
+                waiter = GateWaiter(owner=owner, enqueued_at=clock, expires_at=clock + ttl)
+                self.waiter_owners.append(owner)
+            self.waiters[owner] = (waiter.expires_at, waiter.to_json_dict())
+            if self.min_waiter_expiry is None or waiter.expires_at < self.min_waiter_expiry:
+                self.min_waiter_expiry = waiter.expires_at
+            denied.append(Denied(owner=owner, position=ahead + 1))
+        hint = 0.0
+        if denied:
+            bands = math.ceil(min(d.position for d in denied) / limit)
+            hint = min(_HINT_CAP_SECONDS, _HINT_STEP_SECONDS * bands)
+        return AcquireResult(
+            granted=tuple(granted),
+            denied=tuple(denied),
+            retry_after_seconds=hint,
+            running=len(self.leases),
+            limit=limit,
+        )
+
+    def release(self, request: ReleaseInput) -> ReleaseResult:
+        self.reclaim(request.now)
+        owners = set(request.owners)
+        released = tuple(o for o in self.leases if o in owners)
+        dequeued = tuple(o for o in self.waiter_owners if o in owners)
+        for o in released:
+            del self.leases[o]
+        if dequeued:
+            for o in dequeued:
+                del self.waiters[o]
+            self.waiter_owners = [o for o in self.waiter_owners if o not in owners]
+        return ReleaseResult(released=released, dequeued=dequeued, running=len(self.leases))
+
+
+#: The last state each gate stored, with its book, keyed by entity key. A hit needs the stored
+#: state to equal what the book produced (the same object within an entity batch, an equal one in
+#: the next batch), so a stale or foreign state is simply parsed again.
+_BOOKS: dict[str | None, tuple[dict[str, Any], _Book]] = {}
+_BOOKS_LOCK = threading.Lock()
+_MAX_BOOKS = 256
+
+
+def _book_for(raw_state: Any, key: str | None) -> _Book:
+    with _BOOKS_LOCK:
+        # Taken out while in use: an operation that failed half-way leaves nothing cached.
+        cached = _BOOKS.pop(key, None)
+    if cached is not None and (cached[0] is raw_state or cached[0] == raw_state):
+        return cached[1]
+    return _Book(load_state(raw_state))
+
+
+def _remember(key: str | None, stored: dict[str, Any], book: _Book) -> None:
+    with _BOOKS_LOCK:
+        if len(_BOOKS) >= _MAX_BOOKS and key not in _BOOKS:
+            _BOOKS.clear()
+        _BOOKS[key] = (stored, book)
+
+
 def apply_operation(
-    raw_state: Any, operation: str | None, raw_input: Any, *, default_limit: int
+    raw_state: Any,
+    operation: str | None,
+    raw_input: Any,
+    *,
+    default_limit: int,
+    cache_key: str | None = None,
 ) -> tuple[dict[str, Any], dict[str, Any]]:
     """Apply one entity operation; returns ``(new state, result)`` as JSON dicts.
 
     Raises :class:`ValidationFailedError` for an unknown operation or a malformed input, which
-    fails the caller's ``call_entity`` and leaves the state unchanged.
+    fails the caller's ``call_entity`` and leaves the state unchanged. ``cache_key`` (the entity
+    key) lets consecutive operations on one gate reuse their working copy of the state; the
+    results are the same with or without it. The returned state dict must not be mutated.
     """
-    state = load_state(raw_state)
     try:
         op = GateOperation(operation or "")
     except ValueError:
         raise ValidationFailedError(
             [Problem(path="$.operation", message=f"unknown gate operation {operation!r}")]
         ) from None
+    # Inputs are parsed before the book is touched: a bad input leaves the state unchanged.
+    result: dict[str, Any]
     if op is GateOperation.ACQUIRE:
-        state, acquired = acquire(state, _parse(AcquireInput, raw_input), default_limit=default_limit)
-        return state.to_json_dict(), acquired.to_json_dict()
-    if op is GateOperation.RELEASE:
-        state, released = release(state, _parse(ReleaseInput, raw_input))
-        return state.to_json_dict(), released.to_json_dict()
-    if op is GateOperation.SET_LIMIT:
-        state = set_limit(state, _parse(SetLimitInput, raw_input))
-        return state.to_json_dict(), state.to_json_dict()
-    get_input = _parse(GetInput, raw_input if raw_input is not None else {})
-    if get_input.now is not None:
-        state = reclaim(state, get_input.now)
-    return state.to_json_dict(), state.to_json_dict()
+        acquire_in = _parse(AcquireInput, raw_input)
+        book = _book_for(raw_state, cache_key)
+        result = book.acquire(acquire_in, default_limit).to_json_dict()
+    elif op is GateOperation.RELEASE:
+        release_in = _parse(ReleaseInput, raw_input)
+        book = _book_for(raw_state, cache_key)
+        result = book.release(release_in).to_json_dict()
+    elif op is GateOperation.SET_LIMIT:
+        limit_in = _parse(SetLimitInput, raw_input)
+        book = _book_for(raw_state, cache_key)
+        book.max_running_tasks = limit_in.max_running_tasks
+        result = book.to_json()
+    else:
+        get_input = _parse(GetInput, raw_input if raw_input is not None else {})
+        book = _book_for(raw_state, cache_key)
+        if get_input.now is not None:
+            book.reclaim(get_input.now)
+        result = book.to_json()
+    stored = book.to_json()
+    _remember(cache_key, stored, book)
+    return stored, result
 
 
 def _parse(model: type[M], raw: Any) -> M:

@@ -481,3 +481,60 @@ def test_result_model_matches_what_the_orchestrator_parses() -> None:
     state, released = release(state, ReleaseInput(owners=("a",), now=T0))
     assert released.released == ("a",)
     assert state.leases == ()
+
+
+_mixed_ops = st.lists(
+    st.one_of(
+        st.tuples(
+            st.just("acquire"), st.lists(st.integers(0, 9), min_size=1, max_size=4), st.integers(1, 40)
+        ),
+        st.tuples(st.just("release"), st.lists(st.integers(0, 9), max_size=3), st.just(0)),
+        st.tuples(st.just("tick"), st.just([0]), st.integers(0, 30)),
+        st.tuples(st.just("limit"), st.just([0]), st.integers(1, 5)),
+        st.tuples(st.just("bogus"), st.just([0]), st.just(0)),
+    ),
+    max_size=60,
+)
+
+
+@settings(max_examples=150, deadline=None)
+@given(ops=_mixed_ops, round_trip=st.booleans(), cache_key=st.sampled_from([None, "tenant-1"]))
+def test_entity_state_and_results_equal_the_pure_functions(
+    ops: list[tuple[str, list[int], int]], round_trip: bool, cache_key: str | None
+) -> None:
+    """The entity keeps a working copy of the state between operations (shared.gate._Book); whatever
+    it stores and answers must be exactly what the pure functions give, with or without a JSON round
+    trip between operations (a new entity batch, or the same batch), and across failed operations."""
+    raw: Any = None
+    reference = GateState()
+    now = 0
+    for kind, who, value in ops:
+        if kind == "tick":
+            now += value
+            continue
+        owners = [f"e/t{w}/1" for w in who]
+        expected: Any
+        if kind == "acquire":
+            payload: Any = acquire_input([SlotRequest(owner=o, lease_seconds=value) for o in owners], at(now))
+            reference, acquired = acquire(reference, AcquireInput.model_validate(payload), default_limit=3)
+            expected = acquired.to_json_dict()
+            op = GATE_ACQUIRE
+        elif kind == "release":
+            payload = release_input(owners, at(now))
+            reference, released = release(reference, ReleaseInput.model_validate(payload))
+            expected = released.to_json_dict()
+            op = GATE_RELEASE
+        elif kind == "limit":
+            payload = {"maxRunningTasks": value}
+            reference = reference.model_copy(update={"max_running_tasks": value})
+            expected = reference.to_json_dict()
+            op = GATE_SET_LIMIT
+        else:
+            with pytest.raises(ValidationFailedError):
+                apply_operation(raw, GATE_ACQUIRE, {"requests": []}, default_limit=3, cache_key=cache_key)
+            continue
+        state, result = apply_operation(raw, op, payload, default_limit=3, cache_key=cache_key)
+        assert result == expected
+        assert state == reference.to_json_dict()
+        assert json.dumps(state) == json.dumps(reference.to_json_dict())  # same keys, same order
+        raw = json.loads(json.dumps(state)) if round_trip else state
