@@ -24,11 +24,12 @@ it proves wiring, not broker semantics; run the same contract against a real nam
 
 from __future__ import annotations
 
+import functools
 import logging
 import threading
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
@@ -171,6 +172,17 @@ class AmqpPeer:
                 stores.append(store)
             self._entities[name] = _Entity(spec, stores)
 
+    def reset(self) -> None:
+        """Forget every message and every seen message id (a fresh namespace for the next test)."""
+        with self._lock:
+            for store in self._stores.values():
+                store.available.clear()
+                store.scheduled.clear()
+                store.deferred.clear()
+                store.locked.clear()
+            for entity in self._entities.values():
+                entity.seen_message_ids.clear()
+
     def count(self, path: str) -> int:
         """Messages waiting (not locked, not scheduled) in a store, e.g. ``q`` or ``q/$DeadLetterQueue``."""
         with self._lock:
@@ -193,9 +205,14 @@ class AmqpPeer:
         self._container = container
         container.listen(f"127.0.0.1:{self.port}")
         container.schedule(_TICK_S, _Tick(self))
-        self._thread = threading.Thread(target=container.run, name="amqp-peer", daemon=True)
+        self._thread = threading.Thread(target=self._run, args=(container,), name="amqp-peer", daemon=True)
         self._thread.start()
         wait_for_port(self.port, timeout=10)
+
+    def _run(self, container: Container) -> None:
+        container.run()
+        if not self._stop.is_set():
+            _log.error("the AMQP peer's event loop ended unexpectedly")
 
     def stop(self) -> None:
         self._stop.set()
@@ -206,7 +223,9 @@ class AmqpPeer:
 
     def resolve(self, address: str | None) -> tuple[str, str]:
         """Classify a link address: ('cbs'|'mgmt'|'store'|'entity', path)."""
-        path = urlparse(address or "").path.strip("/").lower() if "://" in (address or "") else (address or "")
+        path = (
+            urlparse(address or "").path.strip("/").lower() if "://" in (address or "") else (address or "")
+        )
         path = path.strip("/").lower()
         if path == _CBS:
             return "cbs", path
@@ -236,8 +255,10 @@ class AmqpPeer:
             # docs/testing.md asks each real subscription to have.
             only = (message.properties or {}).get(REDRIVE_PROPERTY)
             for store in entity.stores:
-                if only is not None and entity.spec.subscriptions and not store.path.endswith(
-                    f"/subscriptions/{str(only).lower()}"
+                if (
+                    only is not None
+                    and entity.spec.subscriptions
+                    and not store.path.endswith(f"/subscriptions/{str(only).lower()}")
                 ):
                     continue
                 copy = _decode(message.encode())
@@ -418,7 +439,11 @@ class AmqpPeer:
                 chosen = [i for i in items if i.sequence_number >= start][:limit]
                 if not chosen:
                     return 204, "No messages", None
-                return 200, "OK", {"messages": [{"message": self.wire_message(i, locked=False)} for i in chosen]}
+                return (
+                    200,
+                    "OK",
+                    {"messages": [{"message": self.wire_message(i, locked=False)} for i in chosen]},
+                )
             if op == "com.microsoft:renew-lock":
                 expirations = []
                 for token in body.get("lock-tokens", []):
@@ -451,6 +476,20 @@ class AmqpPeer:
         return 501, f"operation {op!r} is not emulated", None
 
 
+def _guarded(method: Callable[..., None]) -> Callable[..., None]:
+    """An exception escaping a proton handler ends the event loop, and a silently dead peer
+    leaves the SDK hanging in a socket read: log it and keep serving instead."""
+
+    @functools.wraps(method)
+    def run(*args: Any) -> None:
+        try:
+            method(*args)
+        except Exception:
+            _log.exception("AMQP peer: %s failed", method.__name__)
+
+    return run
+
+
 class _Tick(Handler):  # type: ignore[misc]
     def __init__(self, peer: AmqpPeer) -> None:
         self.peer = peer
@@ -460,9 +499,12 @@ class _Tick(Handler):  # type: ignore[misc]
         if self.peer._stop.is_set():
             container.stop()
             return
-        self.peer.tick()
-        for link in [lk for lk in self.peer.links if lk.is_sender]:
-            self.peer.pump(link)
+        try:
+            self.peer.tick()
+            for link in [lk for lk in self.peer.links if lk.is_sender]:
+                self.peer.pump(link)
+        except Exception:
+            _log.exception("AMQP peer: tick failed")
         container.schedule(_TICK_S, self)
 
 
@@ -471,22 +513,26 @@ class _PeerHandler(Handler):  # type: ignore[misc]
         self.peer = peer
         self.links = peer.links
 
+    @_guarded
     def on_connection_bound(self, event: Any) -> None:
         sasl = event.transport.sasl()
         sasl.allow_insecure_mechs = True
         sasl.allowed_mechs("ANONYMOUS PLAIN")
         sasl.done(sasl.OK)
 
+    @_guarded
     def on_connection_remote_open(self, event: Any) -> None:
         conn = event.connection
         if conn.state & Endpoint.LOCAL_UNINIT:
             conn.container = "weft-amqp-peer"
             conn.open()
 
+    @_guarded
     def on_session_remote_open(self, event: Any) -> None:
         if event.session.state & Endpoint.LOCAL_UNINIT:
             event.session.open()
 
+    @_guarded
     def on_link_remote_open(self, event: Any) -> None:
         link = event.link
         if not link.state & Endpoint.LOCAL_UNINIT:
@@ -518,6 +564,7 @@ class _PeerHandler(Handler):  # type: ignore[misc]
         if link.is_receiver:
             link.flow(100)
 
+    @_guarded
     def on_link_remote_close(self, event: Any) -> None:
         link = event.link
         self.links.discard(link)
@@ -526,14 +573,17 @@ class _PeerHandler(Handler):  # type: ignore[misc]
         if not link.state & Endpoint.LOCAL_CLOSED:
             link.close()
 
+    @_guarded
     def on_session_remote_close(self, event: Any) -> None:
         if not event.session.state & Endpoint.LOCAL_CLOSED:
             event.session.close()
 
+    @_guarded
     def on_connection_remote_close(self, event: Any) -> None:
         if not event.connection.state & Endpoint.LOCAL_CLOSED:
             event.connection.close()
 
+    @_guarded
     def on_transport_closed(self, event: Any) -> None:
         conn = event.connection
         if conn is None:
@@ -543,18 +593,18 @@ class _PeerHandler(Handler):  # type: ignore[misc]
             if link.is_sender:
                 self.peer.release_link(link)
 
+    @_guarded
     def on_link_flow(self, event: Any) -> None:
         link = event.link
         if link.is_sender and link in self.links:
             self.peer.pump(link)
 
+    @_guarded
     def on_delivery(self, event: Any) -> None:
         dlv = event.delivery
         link = dlv.link
         if link.is_sender:
-            if dlv.updated and not dlv.settled and dlv.context is not None:
-                self.peer.settle(dlv)
-            elif dlv.remote.settled and dlv.context is not None:
+            if dlv.updated and getattr(dlv, "context", None) is not None and not dlv.local_state:
                 self.peer.settle(dlv)
             return
         if not dlv.readable or dlv.partial:
