@@ -43,7 +43,7 @@ REAL_LOCK_SECONDS = float(os.environ.get("WEFT_TEST_SERVICEBUS_LOCK_SECONDS", "5
 PEER_LOCK_SECONDS = 30.0
 
 # Short SDK timeouts: a wiring bug must fail in seconds, not after the SDK's 60 s defaults.
-_PEER_CLIENT = {"retry_total": 1, "retry_backoff_factor": 0.05, "auth_timeout": 5}
+_PEER_CLIENT = {"retry_total": 1, "retry_backoff_factor": 0.05, "auth_timeout": 5, "socket_timeout": 0.01}
 _REAL_CLIENT = {"retry_total": 3, "auth_timeout": 30}
 
 
@@ -65,27 +65,45 @@ def peer_entities() -> list[EntitySpec]:
     ]
 
 
+_shared: dict[int, ServiceBusBus] = {}
+
+
+def _session_bus(request: pytest.FixtureRequest, peer: AmqpPeer) -> ServiceBusBus:
+    """One adapter for the whole session: the SDK spends ~0.5 s opening each sender/receiver
+    (it polls its handshake every 50 ms), which per test would make this suite take minutes.
+    Each test still starts from an empty peer (``reset``), and every contract test consumes
+    what it publishes, so nothing buffered in a cached receiver leaks into the next test."""
+    bus = _shared.get(id(peer))
+    if bus is None:
+        bus = ServiceBusBus.from_connection_string(
+            peer.connection_string, min_wait_seconds=0.05, operation_timeout_seconds=5, **_PEER_CLIENT
+        )
+        _shared[id(peer)] = bus
+
+        def close() -> None:
+            _shared.pop(id(peer), None)
+            bus.close()
+
+        request.config.add_cleanup(close)
+    return bus
+
+
 @contextmanager
 def _peer_backed(request: pytest.FixtureRequest, _tmp_path: Path) -> Iterator[BusHarness]:
     peer: AmqpPeer = request.getfixturevalue("amqp_peer")
     peer.reset()
-    bus = ServiceBusBus.from_connection_string(
-        peer.connection_string, min_wait_seconds=0.05, operation_timeout_seconds=5, **_PEER_CLIENT
-    )
+    bus = _session_bus(request, peer)
 
     def now() -> datetime:
         return datetime.now(UTC) + timedelta(milliseconds=peer.now_ms() - int(time.time() * 1000))
 
-    try:
-        yield BusHarness(
-            bus=bus,
-            lock_seconds=PEER_LOCK_SECONDS,
-            advance=peer.advance,
-            now=now,
-            quiet_seconds=0.3,
-        )
-    finally:
-        bus.close()
+    yield BusHarness(
+        bus=bus,
+        lock_seconds=PEER_LOCK_SECONDS,
+        advance=peer.advance,
+        now=now,
+        quiet_seconds=0.3,
+    )
 
 
 def _purge(bus: ServiceBusBus) -> None:

@@ -115,7 +115,7 @@ def _split_batch(payload: bytes) -> list[bytes] | None:
         pos += size
         data.rewind()
         data.next()
-        section = data.get_object()
+        section: Any = data.get_object()
         if int(getattr(section, "descriptor", 0)) != _DATA_SECTION:
             continue
         inner = bytes(section.value)
@@ -123,6 +123,12 @@ def _split_batch(payload: bytes) -> list[bytes] | None:
             return None
         parts.append(inner)
     return parts or None
+
+
+def _props(message: Message) -> dict[str, Any]:
+    """Application properties (proton's stubs type them too narrowly)."""
+    raw: Any = message.properties
+    return dict(raw or {})
 
 
 def _decode(data: bytes) -> Message:
@@ -253,7 +259,7 @@ class AmqpPeer:
             # A topic delivers to every subscription, except that a message carrying the
             # re-drive property goes to the named one only: the peer's stand-in for the SQL rule
             # docs/testing.md asks each real subscription to have.
-            only = (message.properties or {}).get(REDRIVE_PROPERTY)
+            only = _props(message).get(REDRIVE_PROPERTY)
             for store in entity.stores:
                 if (
                     only is not None
@@ -279,10 +285,10 @@ class AmqpPeer:
         if store.dead_letter is None:  # a dead-lettered message dead-lettered again stays put
             store.put(item)
             return
-        props = dict(item.message.properties or {})
+        props = _props(item.message)
         props["DeadLetterReason"] = reason
         props["DeadLetterErrorDescription"] = description
-        item.message.properties = props
+        item.message.properties = props  # type: ignore[assignment]
         ann = dict(item.message.annotations or {})
         ann[symbol("x-opt-deadletter-source")] = store.path
         item.message.annotations = ann
@@ -335,7 +341,7 @@ class AmqpPeer:
                 item.lock_token = token
                 item.locked_until_ms = self.now_ms() + int(store.lock_duration_s * 1000)
                 # The SDK reads the lock token from the delivery tag as UUID(bytes_le=tag).
-                dlv = link.delivery(token.bytes_le)
+                dlv = link.delivery(token.bytes_le)  # type: ignore[arg-type]
                 link.send(self.wire_message(item, locked=True))
                 link.advance()
                 dlv.context = (store, token)
@@ -408,7 +414,7 @@ class AmqpPeer:
     # -- $management --------------------------------------------------------------------------
 
     def management(self, entity_path: str, request: Message) -> tuple[int, str, Any]:
-        op = str((request.properties or {}).get("operation", ""))
+        op = str(_props(request).get("operation", ""))
         body = request.body if isinstance(request.body, dict) else {}
         body = {str(k): v for k, v in body.items()}
         with self._lock:
@@ -416,8 +422,8 @@ class AmqpPeer:
                 if entity_path not in self._entities:
                     return 404, "entity not found", None
                 sequence_numbers: list[int] = []
-                for entry in body.get("messages", []):
-                    entry = {str(k): v for k, v in entry.items()}
+                for raw_entry in body.get("messages", []):
+                    entry = {str(k): v for k, v in raw_entry.items()}
                     msg = _decode(bytes(entry["message"]))
                     seq = self.enqueue(entity_path, msg)
                     # Service Bus returns a number for a duplicate too; it is never delivered.
@@ -447,19 +453,19 @@ class AmqpPeer:
             if op == "com.microsoft:renew-lock":
                 expirations = []
                 for token in body.get("lock-tokens", []):
-                    entry = store.locked.get(uuid.UUID(str(token)))
-                    if entry is None:
+                    held = store.locked.get(uuid.UUID(str(token)))
+                    if held is None:
                         return 410, "lock lost", _LOCK_LOST
-                    entry[0].locked_until_ms = self.now_ms() + int(store.lock_duration_s * 1000)
-                    expirations.append(timestamp(entry[0].locked_until_ms))
+                    held[0].locked_until_ms = self.now_ms() + int(store.lock_duration_s * 1000)
+                    expirations.append(timestamp(held[0].locked_until_ms))
                 return 200, "OK", {"expirations": expirations}
             if op == "com.microsoft:update-disposition":
                 status = str(body.get("disposition-status", ""))
                 for token in body.get("lock-tokens", []):
-                    entry = store.locked.pop(uuid.UUID(str(token)), None)
-                    if entry is None:
+                    held = store.locked.pop(uuid.UUID(str(token)), None)
+                    if held is None:
                         return 410, "lock lost", _LOCK_LOST
-                    item, dlv = entry
+                    item, dlv = held
                     dlv.settle()
                     if status == "abandoned":
                         self.give_back(store, item, failed=True)
@@ -490,7 +496,7 @@ def _guarded(method: Callable[..., None]) -> Callable[..., None]:
     return run
 
 
-class _Tick(Handler):  # type: ignore[misc]
+class _Tick(Handler):
     def __init__(self, peer: AmqpPeer) -> None:
         self.peer = peer
 
@@ -508,7 +514,7 @@ class _Tick(Handler):  # type: ignore[misc]
         container.schedule(_TICK_S, self)
 
 
-class _PeerHandler(Handler):  # type: ignore[misc]
+class _PeerHandler(Handler):
     def __init__(self, peer: AmqpPeer) -> None:
         self.peer = peer
         self.links = peer.links
@@ -652,7 +658,7 @@ class _PeerHandler(Handler):  # type: ignore[misc]
                 and sender.connection == link.connection
                 and self.peer.resolve(sender.source.address) == (kind, path)
             ):
-                sender.delivery(str(uuid.uuid4()).encode())
+                sender.delivery(uuid.uuid4().bytes)  # type: ignore[arg-type]
                 sender.send(reply.encode())
                 sender.advance()
                 return
