@@ -65,6 +65,10 @@ def peer_entities() -> list[EntitySpec]:
     ]
 
 
+def peer_client_kwargs() -> dict[str, Any]:
+    return {"min_wait_seconds": 0.05, "operation_timeout_seconds": 5, **_PEER_CLIENT}
+
+
 _shared: dict[int, ServiceBusBus] = {}
 
 
@@ -75,9 +79,7 @@ def _session_bus(request: pytest.FixtureRequest, peer: AmqpPeer) -> ServiceBusBu
     what it publishes, so nothing buffered in a cached receiver leaks into the next test."""
     bus = _shared.get(id(peer))
     if bus is None:
-        bus = ServiceBusBus.from_connection_string(
-            peer.connection_string, min_wait_seconds=0.05, operation_timeout_seconds=5, **_PEER_CLIENT
-        )
+        bus = ServiceBusBus.from_connection_string(peer.connection_string, **peer_client_kwargs())
         _shared[id(peer)] = bus
 
         def close() -> None:

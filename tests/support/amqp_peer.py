@@ -189,6 +189,15 @@ class AmqpPeer:
             for entity in self._entities.values():
                 entity.seen_message_ids.clear()
 
+    def messages(self, path: str) -> list[Message]:
+        """Copies of the messages waiting in a store, as they reached the peer."""
+        with self._lock:
+            return [_decode(i.message.encode()) for i in self._stores[path.lower()].available]
+
+    def scheduled(self, path: str) -> list[Message]:
+        with self._lock:
+            return [_decode(i.message.encode()) for i in self._stores[path.lower()].scheduled]
+
     def count(self, path: str) -> int:
         """Messages waiting (not locked, not scheduled) in a store, e.g. ``q`` or ``q/$DeadLetterQueue``."""
         with self._lock:
