@@ -127,7 +127,9 @@ def run_weft(
     try:
         yield WeftRuntime(engine=engine, stores=factory.get_stores(), clock=clock)
     finally:
-        engine.stop(graceful=False, timeout=5)
+        # Graceful: the workers finish their current item before the stores' connections are
+        # closed below (closing a connection another thread is using crashes sqlite3).
+        engine.stop(graceful=True, timeout=5)
         factory.reset_for_tests()
         for k, v in saved.items():
             if v is None:

@@ -186,6 +186,10 @@ class DurableEngine:
         self._cond = threading.Condition(self._lock)
         self._orch_cv = threading.Condition(self._lock)
         self._act_cv = threading.Condition(self._lock)
+        # Completion waiters (wait_for_completion) only: woken when an instance finishes, not on
+        # every state change (fifty waiters polling the store on every episode cost more CPU than
+        # the episodes themselves).
+        self._done_cv = threading.Condition(self._lock)
         self._insts: dict[str, Inst] = {}
         self._ents: dict[str, Ent] = {}
         self._ready: deque[tuple[str, str]] = deque()
@@ -228,6 +232,7 @@ class DurableEngine:
             self._cond.notify_all()
             self._orch_cv.notify_all()
             self._act_cv.notify_all()
+            self._done_cv.notify_all()
         if graceful:
             deadline = time.monotonic() + timeout
             for t in self._threads:
@@ -520,13 +525,16 @@ class DurableEngine:
 
     def _lease_loop(self) -> None:
         interval = max(0.5, self.lease_seconds / 3.0)
+        due = time.monotonic() + interval
         while True:
             with self._cond:
+                # The condition is notified on every state change, so wait out the whole interval
+                # (a bare wait(interval) made this run on nearly every episode under load).
+                while not self._stopping and (left := due - time.monotonic()) > 0:
+                    self._cond.wait(left)
                 if self._stopping:
                     return
-                self._cond.wait(interval)
-                if self._stopping:
-                    return
+            due = time.monotonic() + interval
             try:
                 self.store.heartbeat(self.host_id, time.time())
                 self.store.renew_leases(self.host_id, self._lease_until())
@@ -975,6 +983,16 @@ class DurableEngine:
         """Block until the instance is Completed, Failed or Terminated; returns its status (or None)."""
         deadline = time.monotonic() + timeout
         while True:
+            with self._cond:
+                inst = self._insts.get(instance_id)
+                if inst is not None and inst.status not in TERMINAL and not self._stopping:
+                    # Live in memory: its finishing episode notifies _done_cv (the timeout is a
+                    # safety net only).
+                    left = deadline - time.monotonic()
+                    if left <= 0:
+                        break
+                    self._done_cv.wait(min(left, 0.5))
+                    continue
             st = self.get_status(instance_id)
             if st is not None and st["runtimeStatus"] in TERMINAL:
                 return st
@@ -982,7 +1000,8 @@ class DurableEngine:
             if left <= 0:
                 return st
             with self._cond:
-                self._cond.wait(min(left, 0.05))
+                self._done_cv.wait(min(left, 0.05))
+        return self.get_status(instance_id)
 
     def _stats_for(self, instance_id: str) -> InstanceStats:
         st = self.stats.get(instance_id)
@@ -1337,15 +1356,16 @@ class _Episode:
                         max(fire_at.timestamp(), 1e-6),
                     )
             if self.canceled_timers and not self.drop_timers:
-                for tid in self.canceled_timers:
-                    dead_timers += [
-                        r[0]
-                        for r in cur.execute(
-                            "SELECT id FROM messages WHERE instance_id=? AND execution_id=? "
-                            "AND visible_at > 0 AND json_extract(event, '$.TimerId')=?",
-                            (inst.instance_id, inst.execution_id, tid),
-                        ).fetchall()
-                    ]
+                # One statement for all of them: a fan-in cancels many timeout timers at once.
+                marks = ",".join("?" * len(self.canceled_timers))
+                dead_timers += [
+                    r[0]
+                    for r in cur.execute(
+                        "SELECT id FROM messages WHERE instance_id=? AND execution_id=? "  # noqa: S608
+                        f"AND visible_at > 0 AND json_extract(event, '$.TimerId') IN ({marks})",
+                        (inst.instance_id, inst.execution_id, *self.canceled_timers),
+                    ).fetchall()
+                ]
             if dead_timers:
                 cur.executemany("DELETE FROM messages WHERE id=?", [(i,) for i in dead_timers])
             for d in self.subs:
@@ -1420,6 +1440,8 @@ class _Episode:
             elif inst.history is not None and inst.history_json is not None:
                 inst.history.extend(stored)
                 inst.history_json.extend(stored_json)
+            if self.status in TERMINAL:
+                e._done_cv.notify_all()
             # Lazy deletion: the timer loop skips these when they reach the top of the heap.
             e._dead_timers.update(dead_timers)
             for child_inst in new_insts:
