@@ -53,7 +53,7 @@ def problems_of(exc: ValidationError, root: tuple[str | int, ...] = ()) -> list[
 
 def read_body(request: ApiRequest, model: type[M], *, required: bool = False) -> M:
     """The body as ``model``; an empty body is ``model()`` unless ``required``."""
-    if not request.body.strip():
+    if not request.body:
         if required:
             raise ValidationFailedError([Problem(path="$", message="a JSON body is required")])
         return model()
@@ -62,7 +62,8 @@ def read_body(request: ApiRequest, model: type[M], *, required: bool = False) ->
 
 def validate(model: type[M], doc: Any) -> M:
     try:
-        return model.model_validate(doc, by_alias=True, by_name=False)
+        # Strict: JSON true is not the integer 1, "2" is not 2; what the schema says is what passes.
+        return model.model_validate(doc, strict=True, by_alias=True, by_name=False)
     except ValidationError as exc:
         raise ValidationFailedError(problems_of(exc)) from None
 
@@ -86,7 +87,7 @@ def query_token(request: ApiRequest) -> str | None:
     token = request.query.get("continuationToken")
     if token is None or token == "":
         return None
-    if len(token) > MAX_TOKEN or not re.match(TOKEN_PATTERN, token):
+    if len(token) > MAX_TOKEN or not re.fullmatch(TOKEN_PATTERN, token):
         raise bad_token()
     return token
 

@@ -10,12 +10,13 @@ JSON; a payload that cannot be read is returned as its ``{"$ref", "size", "sha25
 
 from __future__ import annotations
 
+import json
 import logging
 import re
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from pydantic import BaseModel
+from pydantic import BaseModel, ValidationError
 
 from shared.api import bodies, models
 from shared.api.rerun import rerun_execution
@@ -143,7 +144,7 @@ def create_api_key(request: ApiRequest, deps: ApiDeps) -> ApiResponse:
 
 def _workflow_name(request: ApiRequest) -> str:
     name = request.param("workflow")
-    if not re.match(models.WORKFLOW_NAME_PATTERN, name):
+    if not re.fullmatch(models.WORKFLOW_NAME_PATTERN, name):
         raise ValidationFailedError(
             [
                 Problem(
@@ -157,6 +158,12 @@ def _workflow_name(request: ApiRequest) -> str:
 
 def _validated(deps: ApiDeps, doc: Any) -> WorkflowDefinition:
     problems = find_problems(doc, deps.known_handlers())
+    if not problems:
+        # The validator parses leniently (true would pass as 1); the API holds JSON to its schema.
+        try:
+            WorkflowDefinition.model_validate_json(json.dumps(doc), strict=True, by_alias=True, by_name=False)
+        except ValidationError as exc:
+            problems = bodies.problems_of(exc)
     if problems:
         raise ValidationFailedError(problems, f"the workflow definition has {len(problems)} problem(s)")
     return WorkflowDefinition.model_validate(doc, by_alias=True, by_name=False)
@@ -165,7 +172,7 @@ def _validated(deps: ApiDeps, doc: Any) -> WorkflowDefinition:
 def put_workflow(request: ApiRequest, deps: ApiDeps) -> ApiResponse:
     tenant_id = _tenant(request)
     workflow = _workflow_name(request)
-    if not request.body.strip():
+    if not request.body:
         raise ValidationFailedError([Problem(path="$", message="a workflow definition is required")])
     definition = _validated(deps, bodies.parse_json(request.body))
     document = definition_document(definition)
@@ -261,7 +268,7 @@ def _idempotency_key(request: ApiRequest) -> str | None:
     key = request.header("idempotency-key")
     if key is None:
         return None
-    if not _IDEMPOTENCY_KEY.match(key):
+    if not _IDEMPOTENCY_KEY.fullmatch(key):
         raise ValidationFailedError(
             [
                 Problem(
@@ -444,7 +451,7 @@ def _cancel_in_store(deps: ApiDeps, ex: Execution) -> Execution:
 
 def raise_event(request: ApiRequest, deps: ApiDeps) -> ApiResponse:
     name = request.param("name")
-    if not re.match(models.EVENT_NAME_PATTERN, name) or name.lower().startswith(RESERVED_EVENT_PREFIX):
+    if not re.fullmatch(models.EVENT_NAME_PATTERN, name) or name.lower().startswith(RESERVED_EVENT_PREFIX):
         raise ValidationFailedError(
             [
                 Problem(
@@ -453,7 +460,7 @@ def raise_event(request: ApiRequest, deps: ApiDeps) -> ApiResponse:
                 )
             ]
         )
-    data = bodies.parse_json(request.body) if request.body.strip() else {}
+    data = bodies.parse_json(request.body) if request.body else {}
     ex = _execution(deps, _tenant(request), request.param("id"))
     if EXECUTION_MACHINE.is_terminal(ex.status):
         raise _finished(ex)

@@ -55,6 +55,33 @@ def _problem(description: str, headers: dict[str, str] | None = None) -> dict[st
     return out
 
 
+_EXECUTION_LINKS = {
+    name: {
+        "operationId": op,
+        "parameters": {"tenant": "$request.path.tenant", "id": "$response.body#/id"},
+    }
+    for name, op in (
+        ("GetExecution", "api_get_execution"),
+        ("CancelExecution", "api_cancel_execution"),
+        ("RaiseEvent", "api_raise_event"),
+        ("RerunExecution", "api_rerun_execution"),
+    )
+}
+#: OpenAPI links: where an id a response returns can be used next (clients, and stateful testing).
+LINKS: dict[str, dict[int, dict[str, Any]]] = {
+    "api_submit_execution": {202: _EXECUTION_LINKS},
+    "api_rerun_execution": {202: _EXECUTION_LINKS},
+    "api_create_tenant": {
+        201: {
+            "CreateApiKey": {
+                "operationId": "api_create_api_key",
+                "parameters": {"tenant": "$response.body#/id"},
+            }
+        }
+    },
+}
+
+
 def _operation(route: Route, refs: dict[tuple[type[BaseModel], str], Any]) -> dict[str, Any]:
     op: dict[str, Any] = {"operationId": str(route.name), "summary": route.summary}
     params: list[dict[str, Any]] = [
@@ -62,7 +89,7 @@ def _operation(route: Route, refs: dict[tuple[type[BaseModel], str], Any]) -> di
             "name": p,
             "in": "path",
             "required": True,
-            "schema": route.path_schemas.get(p, {"type": "string", "minLength": 1}),
+            "schema": route.path_schema(p),
         }
         for p in route.path_params
     ]
@@ -93,6 +120,9 @@ def _operation(route: Route, refs: dict[tuple[type[BaseModel], str], Any]) -> di
         entry: dict[str, Any] = {"description": HTTPStatus(status).phrase}
         schema = refs[(model, "serialization")] if model is not None else {"type": "object"}
         entry["content"] = {"application/json": {"schema": schema}}
+        links = LINKS.get(str(route.name), {}).get(status)
+        if links:
+            entry["links"] = links
         hdrs = route.response_headers.get(status)
         if hdrs:
             entry["headers"] = {h: {"description": d, "schema": {"type": "string"}} for h, d in hdrs.items()}

@@ -75,6 +75,9 @@ class Route:
     def path(self) -> str:
         return f"{BASE_PATH}/{self.template}"
 
+    def path_schema(self, name: str) -> dict[str, Any]:
+        return self.path_schemas.get(name) or PATH_SCHEMAS.get(name) or {"type": "string", "minLength": 1}
+
     @property
     def path_params(self) -> list[str]:
         return re.findall(r"\{(\w+)\}", self.template)
@@ -82,6 +85,15 @@ class Route:
     def body_limit(self, deps: ApiDeps) -> int:
         return deps.max_input_bytes + SMALL_BODY if self.max_body == LARGE_BODY else self.max_body
 
+
+#: What the path parameters look like (a value outside these is a 4xx: unknown, or not yours).
+PATH_SCHEMAS: dict[str, dict[str, Any]] = {
+    "tenant": {"type": "string", "maxLength": 64, "pattern": models.TENANT_ID_PATTERN},
+    "workflow": {"type": "string", "pattern": models.WORKFLOW_NAME_PATTERN},
+    # Execution ids (hex) and dead-letter ids (<executionId>.<taskId>.<attempt>).
+    "id": {"type": "string", "pattern": r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,199}$"},
+    "name": {"type": "string", "pattern": models.EVENT_NAME_PATTERN},
+}
 
 _LIST = (
     Param("limit", "query", {"type": "integer", "minimum": 1, "maximum": 100, "default": 50}),
@@ -133,7 +145,7 @@ ROUTES: tuple[Route, ...] = (
         AuthKind.ADMIN,
         "Create an API key for a tenant (admin); the key is shown once",
         {201: models.ApiKeyCreated},
-        (400, 404, 413),
+        (400, 404, 409, 413),
         request_model=models.CreateApiKey,
     ),
     Route(
@@ -257,7 +269,7 @@ ROUTES: tuple[Route, ...] = (
         AuthKind.TENANT,
         "Start a new execution with the same input; succeeded tasks reuse their outputs",
         {202: models.ExecutionAccepted},
-        (*_TENANT_ERRORS, 413, 429),
+        (*_TENANT_ERRORS, 409, 413, 429),
         request_model=models.RerunBody,
         response_headers={202: {"Location": "The new execution's URL"}, 429: {"Retry-After": "Seconds"}},
     ),
@@ -312,6 +324,7 @@ def handle(route: Route, request: ApiRequest, deps: ApiDeps) -> ApiResponse:
             tenant = request.route_params.get("tenant", "")
             if deps.stores.tenants.get_tenant(tenant) is None:
                 raise NotFoundError(f"tenant {tenant!r} does not exist")
+        _check_path(route, request)
         limit = route.body_limit(deps)
         if len(request.body) > limit:
             return problems.problem(
@@ -324,6 +337,18 @@ def handle(route: Route, request: ApiRequest, deps: ApiDeps) -> ApiResponse:
         return failure.response
     except Exception as exc:
         return problems.from_exception(exc)
+
+
+def _check_path(route: Route, request: ApiRequest) -> None:
+    """An id or workflow name that cannot exist is not found (the endpoint that creates a workflow
+    checks its name itself and answers 400)."""
+    for name in ("id", "workflow"):
+        value = request.route_params.get(name)
+        if value is None or (name == "workflow" and route.method == "PUT"):
+            continue
+        pattern = route.path_schema(name).get("pattern")
+        if pattern is not None and not re.fullmatch(pattern, value):
+            raise NotFoundError(f"no {name} {value!r}")
 
 
 # --------------------------------------------------------------------------- in-process router

@@ -469,3 +469,41 @@ def test_an_unexpected_error_is_a_500_that_leaks_nothing(api: Api) -> None:
     assert "hunter2" not in r.body_bytes().decode()
     assert body["incident"]
     assert api.call("GET", "health").status == 200
+
+
+def test_names_and_ids_are_matched_whole_not_up_to_a_trailing_newline(api: Api) -> None:
+    key = api.tenant("acme")
+    api.workflow("acme", key)
+    problem(api.call("PUT", "tenants/acme/workflows/wf%0A", body=DAG, key=key), 400)
+    r = api.call("PUT", "tenants/acme/workflows/x", body=DAG, key=key)
+    assert r.status == 201
+    from shared.api import routes
+    from shared.api.types import ApiRequest
+
+    route = routes.BY_NAME["api_put_workflow"]
+    params = {"tenant": "acme", "workflow": "wf\n"}
+    req = ApiRequest(
+        "PUT", "/api/v1/tenants/acme/workflows/wf", params, headers={"authorization": f"Bearer {key}"}
+    )
+    problem(
+        routes.handle(route, replace(req, body=b'{"tasks": [{"id": "a", "handler": "noop"}]}'), api.deps), 400
+    )
+    get = routes.BY_NAME["api_get_version"]
+    req = ApiRequest("GET", "/x", {**params, "version": "1"}, headers={"authorization": f"Bearer {key}"})
+    problem(routes.handle(get, req, api.deps), 404)
+    problem(
+        api.call("POST", "tenants/acme/workflows/wf/executions", key=key, headers={"Idempotency-Key": "k\n"}),
+        400,
+    )
+
+
+def test_request_bodies_are_strict_json(api: Api) -> None:
+    key = api.tenant("acme")
+    api.workflow("acme", key)
+    for bad in ({"version": True}, {"version": "1"}, {"version": 1.0}):
+        problem(api.call("POST", "tenants/acme/workflows/wf/executions", body=bad, key=key), 400)
+    body = problem(
+        api.call("PUT", "tenants/acme/workflows/wf", body={**DAG, "maxParallelism": True}, key=key), 400
+    )
+    assert [e["path"] for e in body["errors"]] == ["$.maxParallelism"]
+    problem(api.call("POST", "tenants", body={"id": "b", "limits": {"maxRunningTasks": "5"}}, key=ADMIN), 400)
