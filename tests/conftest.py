@@ -31,6 +31,7 @@ def amqp_peer() -> Iterator[AmqpPeer | None]:
     if os.environ.get("WEFT_TEST_SERVICEBUS_CONNECTION"):
         yield None
         return
+    import tests.contract.backends  # noqa: F401 - it registers backends_servicebus; importing that first is circular
     from tests.contract.backends_servicebus import peer_entities
 
     with run_amqp_peer(peer_entities()) as peer:

@@ -72,7 +72,7 @@ def peer_client_kwargs() -> dict[str, Any]:
 _shared: dict[int, ServiceBusBus] = {}
 
 
-def _session_bus(request: pytest.FixtureRequest, peer: AmqpPeer) -> ServiceBusBus:
+def session_bus(request: pytest.FixtureRequest, peer: AmqpPeer) -> ServiceBusBus:
     """One adapter for the whole session: the SDK spends ~0.5 s opening each sender/receiver
     (it polls its handshake every 50 ms), which per test would make this suite take minutes.
     Each test still starts from an empty peer (``reset``), and every contract test consumes
@@ -94,7 +94,7 @@ def _session_bus(request: pytest.FixtureRequest, peer: AmqpPeer) -> ServiceBusBu
 def _peer_backed(request: pytest.FixtureRequest, _tmp_path: Path) -> Iterator[BusHarness]:
     peer: AmqpPeer = request.getfixturevalue("amqp_peer")
     peer.reset()
-    bus = _session_bus(request, peer)
+    bus = session_bus(request, peer)
 
     def now() -> datetime:
         return datetime.now(UTC) + timedelta(milliseconds=peer.now_ms() - int(time.time() * 1000))

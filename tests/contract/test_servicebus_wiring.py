@@ -8,7 +8,6 @@ skipped, because there is no peer to look into.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -23,7 +22,7 @@ from shared.errors import LockLostError, WeftError
 from shared.ports import OutgoingMessage
 from shared.settings import WeftSettings
 from tests.contract.backends import QUEUE
-from tests.contract.backends_servicebus import peer_client_kwargs
+from tests.contract.backends_servicebus import session_bus
 from tests.support.amqp_peer import AmqpPeer
 
 pytestmark = [pytest.mark.integration, pytest.mark.sdk_wiring]
@@ -40,10 +39,10 @@ def peer(amqp_peer: AmqpPeer | None) -> AmqpPeer:
 
 
 @pytest.fixture
-def bus(peer: AmqpPeer) -> Iterator[ServiceBusBus]:
-    b = ServiceBusBus.from_connection_string(peer.connection_string, **peer_client_kwargs())
-    yield b
-    b.close()
+def bus(request: pytest.FixtureRequest, peer: AmqpPeer) -> ServiceBusBus:
+    # The contract's session-wide adapter: a second adapter's receivers would compete with its
+    # receivers, which keep link credit between calls as any prefetch-0 SDK receiver does.
+    return session_bus(request, peer)
 
 
 def test_message_id_and_properties_reach_the_broker(peer: AmqpPeer, bus: ServiceBusBus) -> None:
@@ -57,6 +56,8 @@ def test_message_id_and_properties_reach_the_broker(peer: AmqpPeer, bus: Service
     assert stored.content_type == "application/json"
     props: dict[str, object] = dict(stored.properties or {})
     assert props == {"t": "x"}
+    [m] = bus.receive(QUEUE, max_wait_seconds=5)  # consume it: the session's receivers outlive the test
+    bus.complete(m)
 
 
 def test_scheduled_publish_uses_schedule_message_and_is_held(peer: AmqpPeer, bus: ServiceBusBus) -> None:

@@ -190,9 +190,13 @@ class AmqpPeer:
                 entity.seen_message_ids.clear()
 
     def messages(self, path: str) -> list[Message]:
-        """Copies of the messages waiting in a store, as they reached the peer."""
+        """Copies of the messages in a store (waiting or locked), as they reached the peer."""
         with self._lock:
-            return [_decode(i.message.encode()) for i in self._stores[path.lower()].available]
+            store = self._stores[path.lower()]
+            items = sorted(
+                [*store.available, *(i for i, _ in store.locked.values())], key=lambda i: i.sequence_number
+            )
+            return [_decode(i.message.encode()) for i in items]
 
     def scheduled(self, path: str) -> list[Message]:
         with self._lock:
