@@ -12,15 +12,9 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from shared.adapters.servicebus_bus import (
-    MESSAGE_ID_PROPERTY,
-    ServiceBusBus,
-    ServiceBusConfigError,
-    build_bus,
-)
+from shared.adapters.servicebus_bus import MESSAGE_ID_PROPERTY, ServiceBusBus
 from shared.errors import LockLostError, WeftError
 from shared.ports import OutgoingMessage
-from shared.settings import WeftSettings
 from tests.contract.backends import QUEUE
 from tests.contract.backends_servicebus import session_bus
 from tests.support.amqp_peer import AmqpPeer
@@ -99,8 +93,3 @@ def test_renewing_a_lost_lock_is_lock_lost(peer: AmqpPeer, bus: ServiceBusBus) -
     peer.advance(3600)  # far past the lock duration
     with pytest.raises(LockLostError):
         bus.renew_lock(m)
-
-
-def test_build_bus_needs_a_connection_or_a_namespace() -> None:
-    with pytest.raises(ServiceBusConfigError):
-        build_bus(WeftSettings(bus="servicebus"))
