@@ -22,7 +22,9 @@ Two facts about the out-of-process protocol shape the code:
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
+import threading
 from collections import Counter, deque
 from collections.abc import Generator, Iterable
 from dataclasses import dataclass, field
@@ -74,6 +76,31 @@ ITERATIONS_PER_GENERATION = 200
 WATCHDOG = timedelta(days=5)
 
 Durable = Any  # an SDK task object; typed loosely because the SDK ships no type information
+
+
+_PARSED_LIMIT = 256
+_parsed: dict[str, tuple[WorkflowDefinition, DagIndex]] = {}
+_parsed_lock = threading.Lock()
+
+
+def parse_definition(raw: Any) -> tuple[WorkflowDefinition, DagIndex]:
+    """The bound definition and its graph index, memoised by content.
+
+    Every episode replays the orchestration from the start and would validate the definition and
+    index its graph again; both are pure functions of the definition's JSON, so equal JSON gets the
+    very same (immutable) objects back. Determinism is unaffected.
+    """
+    key = json.dumps(raw, sort_keys=True, separators=(",", ":"))
+    hit = _parsed.get(key)
+    if hit is not None:
+        return hit
+    definition = WorkflowDefinition.model_validate(raw)
+    parsed = (definition, DagIndex.build(definition.dependencies()))
+    with _parsed_lock:
+        if len(_parsed) >= _PARSED_LIMIT:
+            _parsed.clear()
+        _parsed[key] = parsed
+    return parsed
 
 
 class Kind(Enum):
@@ -137,6 +164,7 @@ class DagDriver:
         allow_continue: bool = False,
         batch_ready_at: datetime | None = None,
         max_running_tasks: int | None = None,
+        index: DagIndex | None = None,
     ) -> None:
         self.ctx = context
         self.execution_id = execution_id
@@ -152,7 +180,8 @@ class DagDriver:
         self.gate_entity = df.EntityId(EntityName.TENANT_GATE, tenant_id)
 
         if only is None:
-            index = DagIndex.build(definition.dependencies())
+            # ``index``: the caller's memoised index of this very definition (parse_definition).
+            index = index if index is not None else DagIndex.build(definition.dependencies())
         else:
             # A batch runs ready, mutually independent tasks: no edges among them.
             index = DagIndex.build({t: [] for t in only})

@@ -10,7 +10,7 @@ from typing import Any
 import azure.durable_functions as df
 
 from orchestrators.blueprint import bp
-from orchestrators.dag_driver import DagDriver, DriverState
+from orchestrators.dag_driver import DagDriver, DriverState, parse_definition
 from shared.definition import TaskSpec, WorkflowDefinition
 from shared.errors import ErrorInfo
 from shared.execution_messages import (
@@ -54,7 +54,7 @@ def run_execution(context: df.DurableOrchestrationContext) -> Generator[Any, Any
         # Cancelled (or finished) before this orchestration got to run: nothing to do.
         return {"status": str(start.status), "generation": generation}
 
-    definition = WorkflowDefinition.model_validate(start.definition)
+    definition, index = parse_definition(start.definition)
     if carry is not None:
         state = DriverState(
             statuses=dict(carry.statuses),
@@ -78,6 +78,7 @@ def run_execution(context: df.DurableOrchestrationContext) -> Generator[Any, Any
         generation=generation,
         allow_continue=True,
         max_running_tasks=start.max_running_tasks,
+        index=index,
     )
     yield from driver.run()
 
