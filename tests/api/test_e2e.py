@@ -212,6 +212,12 @@ def test_large_input_is_claim_checked_and_read_back(api: Client) -> None:
     done = api.wait("big", key, r.json()["id"])
     assert done["status"] == "succeeded"
     assert done["input"] == {"x": x}
+    from shared.adapters.factory import get_execution_store
+    from shared.claimcheck import is_claim_check
+
+    stored = get_execution_store().get_execution(r.json()["id"])
+    assert stored is not None
+    assert is_claim_check(stored.input), "an input over 64 KB travels by reference"
 
 
 def _fill(template: str, tenant: str) -> str:
