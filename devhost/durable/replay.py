@@ -11,6 +11,7 @@ episode (new TaskScheduled/TimerCreated/... with their ids), and whether the orc
 
 from __future__ import annotations
 
+import functools
 import json
 import uuid
 from collections import deque
@@ -113,7 +114,9 @@ def _json_input(value: Any) -> str | None:
     return json.dumps(value)
 
 
+@functools.lru_cache(maxsize=65536)
 def entity_request_id(instance_id: str, execution_id: str, event_id: int) -> str:
+    # Memoised: every replay asks again for every entity call in the history.
     # Stands in for the extension's deterministic context.NewGuid(): stable across replays.
     return str(uuid.uuid5(uuid.NAMESPACE_URL, f"devhost:{instance_id}:{execution_id}:{event_id}"))
 
