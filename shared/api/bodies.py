@@ -20,6 +20,9 @@ MAX_LIMIT = 100
 MAX_TOKEN = 512
 TOKEN_PATTERN = r"^[A-Za-z0-9_=-]*$"  # noqa: S105  (a regex, not a secret)
 DEFAULT_LIMIT = 50
+#: Deeper JSON is never real data, and the stores' serialisers refuse it (a 500 otherwise).
+#: A definition's params may be 64 deep, plus the levels of the document around them.
+MAX_DEPTH = 100
 
 
 def _no_constants(name: str) -> Any:
@@ -27,7 +30,33 @@ def _no_constants(name: str) -> Any:
     raise ValueError(f"{name} is not valid JSON")
 
 
+def depth(value: Any) -> int:
+    """Nesting depth of a JSON value (a scalar is 0), without recursion."""
+    deepest = 0
+    stack: list[tuple[Any, int]] = [(value, 0)]
+    while stack:
+        item, level = stack.pop()
+        if isinstance(item, dict):
+            stack.extend((v, level + 1) for v in item.values())
+        elif isinstance(item, list):
+            stack.extend((v, level + 1) for v in item)
+        else:
+            continue
+        deepest = max(deepest, level + 1)
+    return deepest
+
+
 def parse_json(body: bytes) -> Any:
+    doc = _loads(body)
+    if depth(doc) > MAX_DEPTH:
+        raise ValidationFailedError(
+            [Problem(path="$", message=f"the body is nested more than {MAX_DEPTH} levels deep")],
+            "the body is nested too deeply",
+        )
+    return doc
+
+
+def _loads(body: bytes) -> Any:
     try:
         return json.loads(body.decode("utf-8"), parse_constant=_no_constants)
     except (ValueError, UnicodeDecodeError) as exc:

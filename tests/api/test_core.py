@@ -507,3 +507,13 @@ def test_request_bodies_are_strict_json(api: Api) -> None:
     )
     assert [e["path"] for e in body["errors"]] == ["$.maxParallelism"]
     problem(api.call("POST", "tenants", body={"id": "b", "limits": {"maxRunningTasks": "5"}}, key=ADMIN), 400)
+
+
+def test_deeply_nested_json_is_a_400_not_a_500(api: Api) -> None:
+    key = api.tenant("acme")
+    api.workflow("acme", key)
+    for levels in (150, 500, 5000):
+        raw = b'{"input": ' + b"[" * levels + b"]" * levels + b"}"
+        problem(api.call("POST", "tenants/acme/workflows/wf/executions", raw=raw, key=key), 400)
+    ok = b'{"input": ' + b"[" * 90 + b"]" * 90 + b"}"
+    assert api.call("POST", "tenants/acme/workflows/wf/executions", raw=ok, key=key).status == 202
