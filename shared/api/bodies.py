@@ -53,6 +53,15 @@ def parse_json(body: bytes) -> Any:
             [Problem(path="$", message=f"the body is nested more than {MAX_DEPTH} levels deep")],
             "the body is nested too deeply",
         )
+    try:
+        # What parses is not always storable: 1e400 reads as infinity, "\ud800" as a lone
+        # surrogate; neither can be written back as JSON (UTF-8) later.
+        json.dumps(doc, ensure_ascii=False, allow_nan=False).encode("utf-8")
+    except (ValueError, UnicodeEncodeError) as exc:
+        raise ValidationFailedError(
+            [Problem(path="$", message=f"the body has a value JSON cannot carry: {exc}")],
+            "the body has a number out of range or an unpaired surrogate",
+        ) from None
     return doc
 
 

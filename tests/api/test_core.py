@@ -517,3 +517,14 @@ def test_deeply_nested_json_is_a_400_not_a_500(api: Api) -> None:
         problem(api.call("POST", "tenants/acme/workflows/wf/executions", raw=raw, key=key), 400)
     ok = b'{"input": ' + b"[" * 90 + b"]" * 90 + b"}"
     assert api.call("POST", "tenants/acme/workflows/wf/executions", raw=ok, key=key).status == 202
+
+
+def test_values_json_cannot_carry_are_a_400_not_a_500(api: Api) -> None:
+    key = api.tenant("acme")
+    api.workflow("acme", key)
+    for raw in (b'{"input": 1e400}', b'{"input": "\\ud800"}', b'{"input": {"\\udfff": 1}}'):
+        problem(api.call("POST", "tenants/acme/workflows/wf/executions", raw=raw, key=key), 400)
+    bad_def = b'{"tasks": [{"id": "a", "handler": "noop", "params": {"x": -1e999}}]}'
+    problem(api.call("PUT", "tenants/acme/workflows/w2", raw=bad_def, key=key), 400)
+    ok = b'{"input": "a\\u0000b \\ud83d\\ude00"}'
+    assert api.call("POST", "tenants/acme/workflows/wf/executions", raw=ok, key=key).status == 202
