@@ -112,7 +112,7 @@ def _purge(bus: ServiceBusBus) -> None:
     """Empty the shared real entities (left-overs of an earlier, failed run)."""
     addresses = [QUEUE, *(f"{TOPIC}/subscriptions/{s}" for s in SUBSCRIPTIONS)]
     for address in [*addresses, *(a + "/$DeadLetterQueue" for a in addresses)]:
-        while got := bus.receive(address, max_messages=100, max_wait_seconds=1):
+        while got := bus.receive(address, max_messages=100, max_wait_seconds=0.5):
             for m in got:
                 bus.complete(m)
 
@@ -123,7 +123,9 @@ def _real(request: pytest.FixtureRequest, _tmp_path: Path) -> Iterator[BusHarnes
     bus = ServiceBusBus.from_connection_string(connection, min_wait_seconds=0.5, **_REAL_CLIENT)
     _purge(bus)
     try:
-        yield BusHarness(bus=bus, lock_seconds=REAL_LOCK_SECONDS, advance=time.sleep, quiet_seconds=2.0)
+        # quiet_seconds stays well under the lock: the renew-lock contract checks "still locked"
+        # with a quiet receive that must end before the renewed lock does.
+        yield BusHarness(bus=bus, lock_seconds=REAL_LOCK_SECONDS, advance=time.sleep, quiet_seconds=1.0)
     finally:
         bus.close()
 
