@@ -130,6 +130,8 @@ class ServiceBusBus:
             sender = self._get_client().get_queue_sender(entity)
             with self._lock:
                 entry = self._senders.setdefault(entity, (threading.Lock(), sender))
+            if entry[1] is not sender:  # another thread cached one first
+                _close_quietly(sender)
         lock, sender = entry
         with lock:
             try:
@@ -146,6 +148,8 @@ class ServiceBusBus:
             receiver = self._new_receiver(address)
             with self._lock:
                 entry = self._receivers.setdefault(address, (threading.Lock(), receiver))
+            if entry[1] is not receiver:  # another thread cached one first
+                _close_quietly(receiver)
         lock, receiver = entry
         with lock:
             try:
