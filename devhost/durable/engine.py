@@ -190,6 +190,10 @@ class DurableEngine:
         # every state change (fifty waiters polling the store on every episode cost more CPU than
         # the episodes themselves).
         self._done_cv = threading.Condition(self._lock)
+        # The coalescing and lease threads get their own queues too: they only care about new
+        # deferrals and about stopping, and waking them on every state change costs GIL hand-offs.
+        self._coalesce_cv = threading.Condition(self._lock)
+        self._stop_cv = threading.Condition(self._lock)
         self._insts: dict[str, Inst] = {}
         self._ents: dict[str, Ent] = {}
         self._ready: deque[tuple[str, str]] = deque()
@@ -233,6 +237,8 @@ class DurableEngine:
             self._orch_cv.notify_all()
             self._act_cv.notify_all()
             self._done_cv.notify_all()
+            self._coalesce_cv.notify_all()
+            self._stop_cv.notify_all()
         if graceful:
             deadline = time.monotonic() + timeout
             for t in self._threads:
@@ -376,7 +382,7 @@ class DurableEngine:
         self._n_deferred += 1
         self._defer_seq += 1
         heapq.heappush(self._deferred, (deadline, self._defer_seq, inst.instance_id))
-        self._cond.notify_all()
+        self._coalesce_cv.notify()
 
     def _deliver_entity_locked(self, entity_id: str, em: EntMsg) -> None:
         ent = self._ents.get(entity_id)
@@ -507,12 +513,12 @@ class DurableEngine:
                 if self._stopping:
                     return
                 if not self._deferred:
-                    self._cond.wait()
+                    self._coalesce_cv.wait()
                     continue
                 deadline, _, iid = self._deferred[0]
                 left = deadline - time.perf_counter()
                 if left > 0:
-                    self._cond.wait(left)
+                    self._coalesce_cv.wait(left)
                     continue
                 heapq.heappop(self._deferred)
                 inst = self._insts.get(iid)
@@ -531,7 +537,7 @@ class DurableEngine:
                 # The condition is notified on every state change, so wait out the whole interval
                 # (a bare wait(interval) made this run on nearly every episode under load).
                 while not self._stopping and (left := due - time.monotonic()) > 0:
-                    self._cond.wait(left)
+                    self._stop_cv.wait(left)
                 if self._stopping:
                     return
             due = time.monotonic() + interval
