@@ -12,7 +12,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.api.test_e2e import ADMIN, DAG, ROOT, Client, _reset_app_singletons, app_settings
+from tests.api.http_support import ADMIN, DAG, Client, running_weft
 from tests.devhost.harness import RunningHost
 from tests.support.azurite import Azurite
 
@@ -35,19 +35,8 @@ SEED = os.environ.get("WEFT_SCHEMATHESIS_SEED", "1")
 
 @pytest.fixture(scope="module")
 def host(tmp_path_factory: pytest.TempPathFactory, azurite: Azurite) -> Iterator[RunningHost]:
-    data = tmp_path_factory.mktemp("api-schemathesis")
-    _reset_app_singletons()
-    try:
-        with RunningHost(
-            "function_app:app",
-            ROOT,
-            settings=app_settings(azurite, data),
-            data_dir=data / "devhost",
-            virtual_clock=True,
-        ) as h:
-            yield h
-    finally:
-        _reset_app_singletons()
+    with running_weft(tmp_path_factory.mktemp("api-schemathesis"), azurite) as h:
+        yield h
 
 
 def test_served_document_is_valid_openapi_3_1(host: RunningHost) -> None:
