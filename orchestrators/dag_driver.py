@@ -399,7 +399,7 @@ class DagDriver:
             return
         if kind is Kind.OPERATOR:
             self.operator_wait = None
-            self._on_operator(OperatorAction.model_validate(_result(winner)))
+            self._on_operator(OperatorAction.model_validate(_event_payload(winner)))
             self._arm_operator_wait()
             return
         if kind is Kind.GATE:
@@ -641,6 +641,16 @@ class DagDriver:
 
 def _result(task: Durable) -> Any:
     return task.result
+
+
+def _event_payload(task: Durable) -> Any:
+    """An external event's data. The SDK client encodes event data twice (a JSON string holding
+    JSON: azure-functions-durable-python#295), other clients once: accept both."""
+    value = task.result
+    if isinstance(value, str):
+        with contextlib.suppress(ValueError):
+            return json.loads(value)
+    return value
 
 
 def _failed(task: Durable) -> bool:
