@@ -54,11 +54,17 @@ def open_dead_letter(h: Harness, execution_id: str) -> DeadLetter | None:
     return next((d for d in page.items if d.execution_id == execution_id), None)
 
 
-def operate(h: Harness, dl: DeadLetter, action: OperatorActionKind, **kwargs: Any) -> None:
+def operate(
+    h: Harness, dl: DeadLetter, action: OperatorActionKind, *, double_encoded: bool = False, **kwargs: Any
+) -> None:
     from shared.adapters.factory import get_payload_store
 
     op = resolve_dead_letter(h.stores, get_payload_store(), "acme", dl.id, action, now=h.now, **kwargs)
-    h.engine.raise_event(dl.execution_id, EventName.OPERATOR_ACTION, json.dumps(op.to_json_dict()))
+    data = json.dumps(op.to_json_dict())
+    # The Durable SDK's own client sends event data JSON-encoded twice; both forms must work.
+    h.engine.raise_event(
+        dl.execution_id, EventName.OPERATOR_ACTION, json.dumps(data) if double_encoded else data
+    )
 
 
 DEAD_LETTER_DAG = {
@@ -99,10 +105,11 @@ def test_dead_letter_waits_while_other_branches_finish_then_retry_with_new_param
     assert resolved.status is DeadLetterStatus.RESOLVED
 
 
-def test_dead_letter_skip_with_output_satisfies_dependants(h: Harness) -> None:
+@pytest.mark.parametrize("double_encoded", [False, True])
+def test_dead_letter_skip_with_output_satisfies_dependants(h: Harness, double_encoded: bool) -> None:
     execution_id = h.submit(DEAD_LETTER_DAG)
     dl = eventually(lambda: open_dead_letter(h, execution_id))
-    operate(h, dl, OperatorActionKind.SKIP, output={"manual": 1})
+    operate(h, dl, OperatorActionKind.SKIP, output={"manual": 1}, double_encoded=double_encoded)
     h.wait(execution_id)
     runs = {r.task_id: r for r in h.stores.executions.get_task_runs(execution_id)}
     assert h.execution(execution_id).status is ExecutionStatus.SUCCEEDED
