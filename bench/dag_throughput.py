@@ -281,21 +281,23 @@ def main() -> None:
     parser.add_argument("--activity-workers", type=int, default=8)
     parser.add_argument("--orchestrator-workers", type=int, default=4)
     args = parser.parse_args()
-    with tempfile.TemporaryDirectory(prefix="weft-bench-") as tmp:
-        with run_weft(
+    with (
+        tempfile.TemporaryDirectory(prefix="weft-bench-") as tmp,
+        run_weft(
             Path(tmp),
             virtual=False,
             activity_workers=args.activity_workers,
             orchestrator_workers=args.orchestrator_workers,
-        ) as rt:
-            rt.tenant("acme", max_running_tasks=1000)
-            for name in args.only or list(WORKLOADS):
-                definition, concurrency = WORKLOADS[name]
-                closed = closed_loop(rt, name, definition, concurrency, args.duration, args.warmup)
-                print(json.dumps(closed), flush=True)
-                if not args.no_paced:
-                    rate = closed["tasksPerSecond"] * args.paced_fraction
-                    print(json.dumps(paced(rt, name, definition, rate, args.duration)), flush=True)
+        ) as rt,
+    ):
+        rt.tenant("acme", max_running_tasks=1000)
+        for name in args.only or list(WORKLOADS):
+            definition, concurrency = WORKLOADS[name]
+            closed = closed_loop(rt, name, definition, concurrency, args.duration, args.warmup)
+            print(json.dumps(closed), flush=True)
+            if not args.no_paced:
+                rate = closed["tasksPerSecond"] * args.paced_fraction
+                print(json.dumps(paced(rt, name, definition, rate, args.duration)), flush=True)
 
 
 if __name__ == "__main__":
