@@ -69,14 +69,20 @@ def test_task_spans_and_metrics_carry_the_dimensions(
         "onTaskFailure": "deadLetter",
     }
     execution_id = h.submit(definition, workflow="etl")
-    deadline_ok = False
-    for _ in range(500):
-        page = h.stores.executions.list_dead_letters("acme", status=DeadLetterStatus.OPEN)
-        if any(d.execution_id == execution_id for d in page.items):
-            deadline_ok = True
+
+    def settled() -> bool:
+        # The dead letter is committed inside b's span; the span and the metrics close after it.
+        finished = [s for s in spans.get_finished_spans() if s.name == telemetry.SpanName.TASK_RUN]
+        completed = metric_points(reader).get(telemetry.MetricName.TASKS_COMPLETED, [])
+        return len(finished) == 2 and sum(p.value for p in completed) == 2
+
+    for _ in range(1000):
+        if settled():
             break
         time.sleep(0.01)
-    assert deadline_ok
+    assert settled()
+    page = h.stores.executions.list_dead_letters("acme", status=DeadLetterStatus.OPEN)
+    assert [d.task_id for d in page.items if d.execution_id == execution_id] == ["b"]
 
     task_spans = [s for s in spans.get_finished_spans() if s.name == telemetry.SpanName.TASK_RUN]
     assert {s.attributes[telemetry.Dimension.TASK_ID] for s in task_spans} == {"a", "b"}
