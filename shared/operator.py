@@ -9,6 +9,7 @@ before anything reaches the orchestration.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from datetime import datetime
 from typing import Any
@@ -20,8 +21,10 @@ from shared.lifecycle import LogEvent
 from shared.ports import ExecutionWrite, PayloadStore, Stores
 from shared.records import DeadLetterResolution, DeadLetterStatus, Execution, NewEvent, TaskRun
 from shared.states import EXECUTION_MACHINE, ExecutionStatus, TaskStatus
+from shared.telemetry import Dimension, SpanName, TelemetryEvent, dimensions, event_attributes, span
 
 MAX_CAS_ATTEMPTS = 20
+log = logging.getLogger("weft.operator")
 
 _RESOLUTION = {
     OperatorActionKind.RETRY: DeadLetterResolution.RETRY,
@@ -45,6 +48,43 @@ def resolve_dead_letter(
 ) -> OperatorAction:
     """Resolve an open dead letter; ``NotFoundError`` if unknown, ``ConflictError`` if resolved
     already or if its execution has finished."""
+    attrs = dimensions(
+        tenant_id=tenant_id, **{Dimension.DEAD_LETTER_ID: dead_letter_id, Dimension.ACTION: str(action)}
+    )
+    with span(SpanName.DEAD_LETTER_RESOLVE, attrs):
+        op = _resolve(
+            stores,
+            payloads,
+            tenant_id,
+            dead_letter_id,
+            action,
+            now,
+            params,
+            output,
+            resolved_by,
+            claim_check_threshold,
+        )
+    log.info(
+        "dead letter %s resolved: %s",
+        dead_letter_id,
+        action,
+        extra=event_attributes(TelemetryEvent.DEAD_LETTER_RESOLVED, {**attrs, Dimension.TASK_ID: op.task_id}),
+    )
+    return op
+
+
+def _resolve(
+    stores: Stores,
+    payloads: PayloadStore,
+    tenant_id: str,
+    dead_letter_id: str,
+    action: OperatorActionKind,
+    now: Callable[[], datetime],
+    params: dict[str, Any] | None,
+    output: Any,
+    resolved_by: str | None,
+    claim_check_threshold: int,
+) -> OperatorAction:
     for _ in range(MAX_CAS_ATTEMPTS):
         dl = stores.executions.get_dead_letter(tenant_id, dead_letter_id)
         if dl is None:

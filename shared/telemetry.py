@@ -78,12 +78,24 @@ class Dimension(StrEnum):
     # Why a submission was refused (e.g. "rate_limited", "max_active_executions").
     REASON = "weft.reason"
     ERROR_TYPE = "weft.error_type"
+    DEAD_LETTER_ID = "weft.dead_letter_id"
+    # An operator's action on a dead letter: retry, skip or cancel.
+    ACTION = "weft.action"
 
 
 class SpanAttribute(StrEnum):
     """Span-only numeric attributes, so KQL can take exact percentiles from requests/dependencies."""
 
     SCHEDULING_LATENCY_MS = "weft.task.scheduling_latency_ms"
+    # Per outbox-relay tick (span weft.outbox.relay).
+    RELAY_CLAIMED = "weft.relay.claimed"
+    RELAY_PUBLISHED = "weft.relay.published"
+    RELAY_STARTED = "weft.relay.started"
+    RELAY_FAILED = "weft.relay.failed"
+    RELAY_DEFERRED = "weft.relay.deferred"
+    # Per scheduler tick (span weft.schedule.tick).
+    SCHEDULE_FIRED = "weft.schedule.fired"
+    SCHEDULE_LOST_LEASE = "weft.schedule.lost_lease"
 
 
 # The attribute the Azure Monitor log exporter reads to route a log record to customEvents.

@@ -12,6 +12,7 @@ import azure.durable_functions as df
 import azure.functions as func
 
 from shared.adapters.factory import get_payload_store, get_stores
+from shared.adapters.telemetry import configure_telemetry
 from shared.errors import WeftError
 from shared.intake import BlobInfo, split_blob_path, submit_blob_patiently
 from shared.names import TriggerName
@@ -57,6 +58,7 @@ def submit(starter: ClientStarter, info: BlobInfo) -> SubmitResult | None:
 )
 @bp.durable_client_input(client_name="client")
 async def blob_submit(blob: func.InputStream, client: df.DurableOrchestrationClient) -> None:
+    configure_telemetry()
     loop = asyncio.get_running_loop()
     info = blob_info(blob)
     res = await loop.run_in_executor(None, submit, ClientStarter(client, loop), info)

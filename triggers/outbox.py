@@ -14,9 +14,11 @@ import azure.durable_functions as df
 import azure.functions as func
 
 from shared.adapters.factory import get_bus, get_execution_store, get_stores
+from shared.adapters.telemetry import configure_telemetry
 from shared.names import TriggerName
 from shared.outbox import RelayStats, relay_once
 from shared.submission import relay_starter
+from shared.telemetry import SpanAttribute, SpanName, span
 from triggers.blueprint import bp
 from triggers.starter import ClientStarter
 
@@ -39,13 +41,24 @@ def drain(starter: ClientStarter, now: datetime) -> RelayStats:
     stores = get_stores()
     total = RelayStats()
     start = relay_starter(stores, starter)
-    for _ in range(MAX_BATCHES):
-        stats = relay_once(stores.executions, get_bus(), now, owner=relay_owner(), starter=start, limit=BATCH)
-        for name in ("claimed", "published", "started", "failed", "deferred"):
-            setattr(total, name, getattr(total, name) + getattr(stats, name))
-        if stats.claimed < BATCH or stats.failed:
-            break
-    get_execution_store().purge_dispatched(now - PURGE_AFTER)
+    with span(SpanName.OUTBOX_RELAY) as current:
+        for _ in range(MAX_BATCHES):
+            stats = relay_once(
+                stores.executions, get_bus(), now, owner=relay_owner(), starter=start, limit=BATCH
+            )
+            for name in ("claimed", "published", "started", "failed", "deferred"):
+                setattr(total, name, getattr(total, name) + getattr(stats, name))
+            if stats.claimed < BATCH or stats.failed:
+                break
+        get_execution_store().purge_dispatched(now - PURGE_AFTER)
+        for attribute, value in (
+            (SpanAttribute.RELAY_CLAIMED, total.claimed),
+            (SpanAttribute.RELAY_PUBLISHED, total.published),
+            (SpanAttribute.RELAY_STARTED, total.started),
+            (SpanAttribute.RELAY_FAILED, total.failed),
+            (SpanAttribute.RELAY_DEFERRED, total.deferred),
+        ):
+            current.set_attribute(str(attribute), value)
     return total
 
 
@@ -53,6 +66,7 @@ def drain(starter: ClientStarter, now: datetime) -> RelayStats:
 @bp.timer_trigger(arg_name="timer", schedule=RELAY_SCHEDULE, run_on_startup=False, use_monitor=False)
 @bp.durable_client_input(client_name="client")
 async def outbox_relay(timer: func.TimerRequest, client: df.DurableOrchestrationClient) -> None:
+    configure_telemetry()
     loop = asyncio.get_running_loop()
     starter = ClientStarter(client, loop)
     stats = await loop.run_in_executor(None, drain, starter, datetime.now(UTC))

@@ -14,10 +14,12 @@ import azure.durable_functions as df
 import azure.functions as func
 
 from shared.adapters.factory import get_payload_store, get_stores
+from shared.adapters.telemetry import configure_telemetry
 from shared.names import TriggerName
 from shared.scheduler import ScheduleCatalog, TickResult, fire_due_schedules
 from shared.settings import get_settings
 from shared.submission import SubmissionDeps
+from shared.telemetry import SpanAttribute, SpanName, span
 from triggers.blueprint import bp
 from triggers.starter import ClientStarter
 
@@ -38,13 +40,18 @@ def catalog() -> ScheduleCatalog:
 
 def tick(starter: ClientStarter, now: datetime) -> TickResult:
     deps = SubmissionDeps.from_settings(get_stores(), get_payload_store(), starter, get_settings())
-    return fire_due_schedules(deps, now, scheduler_holder(), catalog=catalog())
+    with span(SpanName.SCHEDULE_TICK) as current:
+        result = fire_due_schedules(deps, now, scheduler_holder(), catalog=catalog())
+        current.set_attribute(str(SpanAttribute.SCHEDULE_FIRED), len(result.fired))
+        current.set_attribute(str(SpanAttribute.SCHEDULE_LOST_LEASE), bool(result.lost_lease))
+    return result
 
 
 @bp.function_name(TriggerName.SCHEDULE_TICK)
 @bp.timer_trigger(arg_name="timer", schedule=TICK_SCHEDULE, run_on_startup=False, use_monitor=False)
 @bp.durable_client_input(client_name="client")
 async def schedule_tick(timer: func.TimerRequest, client: df.DurableOrchestrationClient) -> None:
+    configure_telemetry()
     loop = asyncio.get_running_loop()
     result = await loop.run_in_executor(None, tick, ClientStarter(client, loop), datetime.now(UTC))
     if result.fired or result.skipped or result.lost_lease:

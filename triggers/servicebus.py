@@ -10,6 +10,7 @@ import azure.durable_functions as df
 import azure.functions as func
 
 from shared.adapters.factory import get_bus, get_payload_store, get_stores
+from shared.adapters.telemetry import configure_telemetry
 from shared.intake import SUBMISSIONS_QUEUE, InboundMessage, MessageOutcome, handle_submission_message
 from shared.names import TriggerName
 from shared.ports import PropertyValue
@@ -47,6 +48,7 @@ def handle(starter: ClientStarter, msg: InboundMessage) -> MessageOutcome:
 @bp.service_bus_queue_trigger(arg_name="msg", queue_name=SUBMISSIONS_QUEUE, connection="ServiceBusConnection")
 @bp.durable_client_input(client_name="client")
 async def servicebus_submit(msg: func.ServiceBusMessage, client: df.DurableOrchestrationClient) -> None:
+    configure_telemetry()
     loop = asyncio.get_running_loop()
     # Raising (store or bus failure) makes the host abandon the message: Service Bus redelivers it.
     outcome = await loop.run_in_executor(None, handle, ClientStarter(client, loop), inbound(msg))
