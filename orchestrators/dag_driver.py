@@ -238,7 +238,7 @@ class DagDriver:
             self.fresh = []
             winner = yield self.ctx.task_any(waits)
             self._dispatch(winner)
-        self._unblock()
+        self.unblock()
         self._release_all_slots()
         self._publish_status()
 
@@ -257,7 +257,7 @@ class DagDriver:
         has_timer = kinds & {Kind.TIMEOUT, Kind.BACKOFF, Kind.GATE_BACKOFF}
         return not has_timer and bool(kinds & {Kind.BATCH, Kind.OPERATOR, Kind.CANCEL})
 
-    def _unblock(self) -> None:
+    def unblock(self) -> None:
         """Cancel every timer still outstanding, so every top-level action before the final ones
         (finalize, release, continue-as-new, completion) is complete when the extension replays it."""
         for timer in self.timers:

@@ -30,7 +30,7 @@ log = logging.getLogger("weft.orchestrator")
 @bp.function_name(OrchestratorName.EXECUTION)
 @bp.orchestration_trigger(context_name="context", orchestration=OrchestratorName.EXECUTION)
 def weft_execution(context: df.DurableOrchestrationContext) -> Generator[Any, Any, dict[str, Any]]:
-    return (yield from run_execution(context))
+    return (yield from run_guarded(context))
 
 
 @bp.function_name(OrchestratorName.TASK_BATCH)
@@ -39,7 +39,33 @@ def weft_task_batch(context: df.DurableOrchestrationContext) -> Generator[Any, A
     return (yield from run_task_batch(context))
 
 
-def run_execution(context: df.DurableOrchestrationContext) -> Generator[Any, Any, dict[str, Any]]:
+def run_guarded(context: df.DurableOrchestrationContext) -> Generator[Any, Any, dict[str, Any]]:
+    """:func:`run_execution`, but an orchestration that fails leaves its execution ``failed`` in the
+    store (with ``weft.OrchestrationFailed``) instead of ``running`` forever, then fails itself."""
+    drivers: list[DagDriver] = []
+    try:
+        return (yield from run_execution(context, drivers))
+    except Exception as exc:
+        for driver in drivers:
+            driver.unblock()
+        inp = ExecutionInput.model_validate(context.get_input())
+        if not context.is_replaying:
+            log.error("execution %s: orchestration failed: %s", inp.execution_id, exc)
+        yield context.call_activity(
+            ActivityName.FINALIZE_EXECUTION,
+            FinalizeInput(
+                execution_id=inp.execution_id,
+                tenant_id=inp.tenant_id,
+                status=ExecutionStatus.FAILED,
+                error=ErrorInfo(type="weft.OrchestrationFailed", message=str(exc)[:2000]),
+            ).to_json_dict(),
+        )
+        raise
+
+
+def run_execution(
+    context: df.DurableOrchestrationContext, drivers: list[DagDriver] | None = None
+) -> Generator[Any, Any, dict[str, Any]]:
     inp = ExecutionInput.model_validate(context.get_input())
     carry = inp.carry
     generation = carry.generation if carry else 1
@@ -80,6 +106,8 @@ def run_execution(context: df.DurableOrchestrationContext) -> Generator[Any, Any
         max_running_tasks=start.max_running_tasks,
         index=index,
     )
+    if drivers is not None:
+        drivers.append(driver)
     yield from driver.run()
 
     statuses = driver.final_statuses()

@@ -11,6 +11,10 @@ from typing import Any
 import pytest
 
 from shared.definition import WorkflowDefinition
+from shared.execution_messages import ExecutionInput
+from shared.names import OrchestratorName
+from shared.ports import ExecutionWrite
+from shared.records import Execution
 from shared.retry import RetryPolicy, retry_seed
 from shared.states import ExecutionStatus, TaskStatus
 from tests.execution.harness import Harness, run_harness
@@ -163,3 +167,29 @@ def test_long_chain_continues_as_new_and_completes(h: Harness) -> None:
     assert h.execution(execution_id).output == {f"t{n - 1}": n - 1}
     output = status["output"] if isinstance(status["output"], dict) else json.loads(status["output"])
     assert output["generation"] > 1
+
+
+def test_an_orchestration_that_fails_leaves_its_execution_failed(h: Harness) -> None:
+    h.publish({"tasks": [task("a")]})
+    execution_id = "broken-execution"
+    # Bound to a version that does not exist: start_execution cannot load it.
+    h.stores.executions.commit(
+        ExecutionWrite(
+            execution_id,
+            execution=Execution(
+                id=execution_id, tenant_id="acme", workflow="wf", version=99, created_at=h.now()
+            ),
+        )
+    )
+    h.engine.start_instance(
+        OrchestratorName.EXECUTION,
+        execution_id,
+        json.dumps(ExecutionInput(execution_id=execution_id, tenant_id="acme").to_json_dict()),
+    )
+    status = h.wait(execution_id)
+    assert status["runtimeStatus"] == "Failed"
+    ex = h.execution(execution_id)
+    assert ex.status is ExecutionStatus.FAILED
+    assert ex.error is not None
+    assert ex.error.type == "weft.OrchestrationFailed"
+    assert "version 99" in ex.error.message
