@@ -41,7 +41,32 @@ def pct(values: list[float], p: float) -> float:
     return s[min(len(s) - 1, max(0, round(p / 100 * len(s) + 0.5) - 1))]
 
 
-async def load(base: str, key: str, clients: int, per_client: int, think_ms: float) -> dict[str, Any]:
+async def paced(rate: float, clients: int, per_client: int, one: Any) -> None:
+    """Open loop: ``clients * per_client`` submits arrive at ``rate`` per second (Poisson), each
+    taken by whichever of the ``clients`` clients is free; latency counts from the arrival, so a
+    submit that waited for a free client is charged for the wait (no coordinated omission)."""
+    arrivals: asyncio.Queue[tuple[int, float] | None] = asyncio.Queue()
+
+    async def client() -> None:
+        while (item := await arrivals.get()) is not None:
+            await one(*item)
+
+    workers = [asyncio.create_task(client()) for _ in range(clients)]
+    due = time.perf_counter()
+    for n in range(clients * per_client):
+        due += random.expovariate(rate)
+        delay = due - time.perf_counter()
+        if delay > 0:
+            await asyncio.sleep(delay)
+        arrivals.put_nowait((n, due))
+    for _ in workers:
+        arrivals.put_nowait(None)
+    await asyncio.gather(*workers)
+
+
+async def load(
+    base: str, key: str, clients: int, per_client: int, think_ms: float, rate: float = 0.0
+) -> dict[str, Any]:
     url = f"{base}/api/v1/tenants/{TENANT}/workflows/wf/executions"
     headers = {"Authorization": f"Bearer {key}"}
     lat: list[float] = []
@@ -50,8 +75,8 @@ async def load(base: str, key: str, clients: int, per_client: int, think_ms: flo
     conn = aiohttp.TCPConnector(limit=clients)
     async with aiohttp.ClientSession(connector=conn, headers=headers) as session:
 
-        async def one(n: int) -> None:
-            t0 = time.perf_counter()
+        async def one(n: int, arrived: float | None = None) -> None:
+            t0 = time.perf_counter() if arrived is None else arrived
             async with session.post(url, json={"input": {"n": n}}) as r:
                 body = await r.json(content_type=None)
             ms = (time.perf_counter() - t0) * 1000
@@ -76,7 +101,10 @@ async def load(base: str, key: str, clients: int, per_client: int, think_ms: flo
                     await asyncio.sleep(random.expovariate(1000 / think_ms))
 
         t0 = time.perf_counter()
-        await asyncio.gather(*(client(c) for c in range(clients)))
+        if rate > 0:
+            await paced(rate, clients, per_client, one)
+        else:
+            await asyncio.gather(*(client(c) for c in range(clients)))
         elapsed = time.perf_counter() - t0
     return {"latencies": lat, "ids": ids, "statuses": statuses, "elapsed": elapsed}
 
@@ -84,9 +112,9 @@ async def load(base: str, key: str, clients: int, per_client: int, think_ms: flo
 async def setup(base: str) -> str:
     admin = {"Authorization": f"Bearer {ADMIN}"}
     async with aiohttp.ClientSession() as s:
-        # Above what one devhost sustains, so nothing is refused; the rate limiter reads that many
-        # of the tenant's newest executions per submit, so a huge limit would cost reads, not help.
-        limits = {"submitsPerSecond": 300, "maxActiveExecutions": 10_000_000}
+        # Far above what one devhost sustains, so nothing is refused; the limiter's cost is one
+        # bucket read and write per submit whatever the limit.
+        limits = {"submitsPerSecond": 1_000_000, "maxActiveExecutions": 10_000_000}
         body = {"id": TENANT, "limits": limits}
         async with s.post(f"{base}/api/v1/tenants", json=body, headers=admin) as r:
             assert r.status == 201, await r.text()
@@ -158,6 +186,8 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
             str(args.submits_per_client),
             "--think-ms",
             str(args.think_ms),
+            "--rate",
+            str(args.rate),
             stdout=asyncio.subprocess.PIPE,
         )
         out, _ = await proc.communicate()
@@ -169,6 +199,7 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
                 "clients": args.clients,
                 "submitsPerClient": args.submits_per_client,
                 "thinkMs": args.think_ms,
+                "mode": f"open loop, {args.rate}/s offered" if args.rate > 0 else "closed loop",
                 "activityWorkers": args.activity_workers,
                 "orchestratorWorkers": args.orchestrator_workers,
                 "clock": "real",
@@ -196,10 +227,18 @@ if __name__ == "__main__":
     p.add_argument("--activity-workers", type=int, default=None, help="devhost --max-activities")
     p.add_argument("--orchestrator-workers", type=int, default=None, help="devhost --max-orchestrators")
     p.add_argument("--think-ms", type=float, default=0.0, help="pause of each client between submits")
+    p.add_argument(
+        "--rate",
+        type=float,
+        default=0.0,
+        help="open loop: offered submits per second over all clients (0: closed loop)",
+    )
     p.add_argument("--load", metavar="BASE_URL", help=argparse.SUPPRESS)
     p.add_argument("--key", help=argparse.SUPPRESS)
     a = p.parse_args()
     if a.load:
-        print(json.dumps(asyncio.run(load(a.load, a.key, a.clients, a.submits_per_client, a.think_ms))))
+        print(
+            json.dumps(asyncio.run(load(a.load, a.key, a.clients, a.submits_per_client, a.think_ms, a.rate)))
+        )
     else:
         print(json.dumps(asyncio.run(main(a)), indent=2))

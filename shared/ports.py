@@ -41,6 +41,7 @@ from shared.records import (
     NewEvent,
     OutboxRecord,
     SubmissionRecord,
+    SubmitBucket,
     TaskRun,
     Tenant,
     WorkflowDraft,
@@ -324,6 +325,13 @@ class TenantStore(Protocol):
 
     def resolve_api_key(self, key_hash: str) -> ApiKeyRecord | None:
         """The key record for a hash (revoked ones included: the caller checks ``revoked_at``)."""
+        ...
+
+    def get_submit_bucket(self, tenant_id: str) -> SubmitBucket | None: ...
+
+    def put_submit_bucket(self, bucket: SubmitBucket) -> SubmitBucket | None:
+        """Create the bucket (``etag`` None) or replace it if nobody wrote it since it was read
+        with ``etag``. ``None``: someone else got there first (re-read and decide again)."""
         ...
 
     def list_api_keys(self, tenant_id: str) -> list[ApiKeyRecord]: ...

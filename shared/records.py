@@ -41,6 +41,17 @@ class Tenant(WeftModel):
     etag: str | None = None
 
 
+class SubmitBucket(WeftModel):
+    """A tenant's submit-rate state: one small document, read and replaced with its etag.
+
+    ``tat`` is the generic cell rate algorithm's theoretical arrival time: the tenant's submits
+    have used up the rate until then (see ``shared.submission``)."""
+
+    tenant_id: str
+    tat: datetime
+    etag: str | None = None
+
+
 class ApiKeyRecord(WeftModel):
     """A tenant API key. Only the SHA-256 of the key is stored; the key itself is shown once."""
 

@@ -7,7 +7,7 @@
    execution it created (same request) or ``ConflictError`` (a different request); the workflow
    version exists (``NotFoundError``; ``version=None`` means the latest published one); the tenant
    is under ``maxActiveExecutions`` and ``submitsPerSecond`` (``AdmissionDeniedError`` with
-   ``retry_after_seconds``).
+   ``retry_after_seconds``). Admission's only write is taking the rate slot, after every check.
 2. **One atomic write** (:class:`~shared.ports.ExecutionWrite`): the ``queued`` Execution with its
    trigger, the ``weft.execution.accepted`` lifecycle event and its outbox record, and a
    ``startExecution`` outbox record. An input over the claim-check threshold is stored in the
@@ -21,12 +21,14 @@ submit will use, so a submit that crashes between the two is completed by the ne
 same key (it writes the execution under the recorded id; two racing writers collide on the
 execution id and both return the one that won).
 
-Rate limit: a sliding window over the tenant's own newest executions (``list_executions`` is
-ordered by ``createdAt``), read from the store, so it holds across instances and writes nothing.
-``submitsPerSecond = r`` allows ``ceil(r * W)`` submits in any window of ``W = max(1, 1/r)``
-seconds. Submits racing on different instances can overshoot by the number in flight at once;
-nothing is ever lost, the limit is a protection, not a quota. A replay of an idempotent submit is
-not a new submit and is never refused.
+Rate limit: the generic cell rate algorithm (a token bucket) on one small per-tenant document,
+:class:`~shared.records.SubmitBucket` in the TenantStore, read and replaced with its etag (optimistic
+concurrency, so it holds across instances). ``submitsPerSecond = r`` admits a burst of
+``ceil(r * W)`` submits at once (``W = max(1, 1/r)`` seconds) and then one every ``1/r`` seconds; a
+refused submit learns exactly when the next would be admitted and writes nothing. The cost is one
+read and one conditional write per submit whatever the limit (it used to read ``ceil(r * W)``
+executions). A submit whose execution write then fails has still used its slot; the limit is a
+protection, not a quota. A replay of an idempotent submit is not a new submit and is never refused.
 
 Pure: ports are injected; no azure imports.
 """
@@ -38,7 +40,7 @@ import logging
 import math
 import uuid
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any, Protocol
 
 from shared.claimcheck import encode_json, offload
@@ -52,12 +54,13 @@ from shared.execution_messages import ExecutionInput
 from shared.lifecycle import LifecycleEvent, lifecycle
 from shared.names import OrchestratorName
 from shared.outbox import Starter
-from shared.ports import ExecutionWrite, PayloadStore, Stores
+from shared.ports import ExecutionWrite, PayloadStore, Stores, TenantStore
 from shared.records import (
     Execution,
     OutboxKind,
     OutboxRecord,
     SubmissionRecord,
+    SubmitBucket,
     Tenant,
     TriggerKind,
     WorkflowVersion,
@@ -71,6 +74,10 @@ log = logging.getLogger(__name__)
 #: When the tenant is at ``maxActiveExecutions`` nobody knows when one finishes: ask again soon.
 ACTIVE_LIMIT_RETRY_SECONDS = 1.0
 MIN_RETRY_SECONDS = 0.1
+#: Optimistic re-reads of the tenant's submit bucket before a submit counts as over the rate.
+BUCKET_RACE_RETRIES = 8
+#: Float noise in ``interval`` sums (1/3 + 1/3 + ...) must not refuse a submit that is on time.
+_EPSILON = 1e-4
 
 
 class DurableStarter(Protocol):
@@ -201,19 +208,42 @@ def _admit(deps: SubmissionDeps, tenant: Tenant, now: datetime) -> None:
             retry_after_seconds=ACTIVE_LIMIT_RETRY_SECONDS,
             details={"limit": "maxActiveExecutions", "active": active},
         )
-    window = max(1.0, 1.0 / limits.submits_per_second)
-    allowed = max(1, math.ceil(limits.submits_per_second * window))
-    newest = executions.list_executions(tenant.id, limit=allowed).items
-    if len(newest) < allowed:
-        return
-    oldest_in_window = newest[allowed - 1].created_at
-    elapsed = (now - oldest_in_window).total_seconds()
-    if elapsed < window:
+    retry = _take_submit_slot(deps.stores.tenants, tenant, now)
+    if retry is not None:
         raise AdmissionDeniedError(
             f"tenant {tenant.id!r} is over its rate of {limits.submits_per_second} submits per second",
-            retry_after_seconds=max(MIN_RETRY_SECONDS, window - elapsed),
+            retry_after_seconds=max(MIN_RETRY_SECONDS, retry),
             details={"limit": "submitsPerSecond", "submitsPerSecond": limits.submits_per_second},
         )
+
+
+def submit_burst(submits_per_second: float) -> int:
+    """How many submits may arrive at once: ``ceil(r * W)`` with ``W = max(1, 1/r)`` seconds."""
+    window = max(1.0, 1.0 / submits_per_second)
+    return max(1, math.ceil(submits_per_second * window))
+
+
+def _take_submit_slot(tenants: TenantStore, tenant: Tenant, now: datetime) -> float | None:
+    """GCRA on the tenant's :class:`SubmitBucket`: ``None`` when admitted (the bucket moved on),
+    else the seconds until a submit would be (nothing written)."""
+    rate = tenant.limits.submits_per_second
+    interval = 1.0 / rate
+    tolerance = (submit_burst(rate) - 1) * interval
+    for _ in range(BUCKET_RACE_RETRIES):
+        bucket = tenants.get_submit_bucket(tenant.id)
+        tat = now if bucket is None or bucket.tat < now else bucket.tat
+        ahead = (tat - now).total_seconds()
+        if ahead > tolerance + _EPSILON:
+            return ahead - tolerance
+        new = SubmitBucket(
+            tenant_id=tenant.id,
+            tat=tat + timedelta(seconds=interval),
+            etag=None if bucket is None else bucket.etag,
+        )
+        if tenants.put_submit_bucket(new) is not None:
+            return None
+    # Lost every race: the bucket is that busy, so this submit is over the rate anyway.
+    return interval
 
 
 def _replay(

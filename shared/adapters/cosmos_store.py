@@ -53,6 +53,7 @@ from shared.records import (
     Lease,
     OutboxRecord,
     SubmissionRecord,
+    SubmitBucket,
     TaskRun,
     Tenant,
     WorkflowDraft,
@@ -235,6 +236,36 @@ class CosmosStore:
         doc_id = f"apikey:{key_hash}"
         doc = self._read(self._tenants, doc_id, doc_id)
         return from_doc(ApiKeyRecord, doc, etag=False) if doc else None
+
+    # The bucket lives in the tenants container, in its own logical partition, next to the tenant.
+    @staticmethod
+    def _bucket_id(tenant_id: str) -> str:
+        return f"submitbucket:{tenant_id}"
+
+    def get_submit_bucket(self, tenant_id: str) -> SubmitBucket | None:
+        doc_id = self._bucket_id(tenant_id)
+        doc = self._read(self._tenants, doc_id, doc_id)
+        return from_doc(SubmitBucket, doc) if doc and doc.get("docType") == "submitBucket" else None
+
+    def put_submit_bucket(self, bucket: SubmitBucket) -> SubmitBucket | None:
+        doc_id = self._bucket_id(bucket.tenant_id)
+        doc = to_doc(bucket, doc_id=doc_id, pk=None, doc_type="submitBucket", sortable=())
+        try:
+            if bucket.etag is None:
+                stored = self._call(lambda: self._tenants.create_item(doc))
+            else:
+                stored = self._call(
+                    lambda: self._tenants.replace_item(
+                        doc_id, doc, etag=bucket.etag, match_condition=_IF_MATCH
+                    )
+                )
+        except (
+            exceptions.CosmosAccessConditionFailedError,
+            exceptions.CosmosResourceExistsError,
+            exceptions.CosmosResourceNotFoundError,
+        ):
+            return None
+        return from_doc(SubmitBucket, stored)
 
     def list_api_keys(self, tenant_id: str) -> list[ApiKeyRecord]:
         docs = self._query(

@@ -31,6 +31,7 @@ from shared.records import (
     Lease,
     OutboxRecord,
     SubmissionRecord,
+    SubmitBucket,
     TaskRun,
     Tenant,
     WorkflowDraft,
@@ -43,6 +44,8 @@ M = TypeVar("M", bound=BaseModel)
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS tenants (id TEXT PRIMARY KEY, etag TEXT NOT NULL, doc TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS submit_buckets (
+  tenant_id TEXT PRIMARY KEY, etag TEXT NOT NULL, tat TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS api_keys (
   key_hash TEXT PRIMARY KEY, key_id TEXT NOT NULL UNIQUE, tenant_id TEXT NOT NULL, doc TEXT NOT NULL);
 CREATE INDEX IF NOT EXISTS api_keys_tenant ON api_keys (tenant_id, key_id);
@@ -184,6 +187,32 @@ class SqliteStore:
             .fetchone()
         )
         return _load(ApiKeyRecord, row["doc"]) if row else None
+
+    def get_submit_bucket(self, tenant_id: str) -> SubmitBucket | None:
+        row = (
+            self.db.connection()
+            .execute("SELECT etag, tat FROM submit_buckets WHERE tenant_id = ?", (tenant_id,))
+            .fetchone()
+        )
+        if row is None:
+            return None
+        return SubmitBucket(tenant_id=tenant_id, tat=from_ts(row["tat"]), etag=row["etag"])
+
+    def put_submit_bucket(self, bucket: SubmitBucket) -> SubmitBucket | None:
+        stored = bucket.model_copy(update={"etag": _etag()})
+        with self.db.write() as c:
+            if bucket.etag is None:
+                cur = c.execute(
+                    "INSERT INTO submit_buckets (tenant_id, etag, tat) VALUES (?, ?, ?) "
+                    "ON CONFLICT (tenant_id) DO NOTHING",
+                    (bucket.tenant_id, stored.etag, ts(bucket.tat)),
+                )
+            else:
+                cur = c.execute(
+                    "UPDATE submit_buckets SET etag = ?, tat = ? WHERE tenant_id = ? AND etag = ?",
+                    (stored.etag, ts(bucket.tat), bucket.tenant_id, bucket.etag),
+                )
+        return stored if cur.rowcount == 1 else None
 
     def list_api_keys(self, tenant_id: str) -> list[ApiKeyRecord]:
         rows = self.db.connection().execute(

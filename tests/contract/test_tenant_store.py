@@ -6,7 +6,14 @@ import pytest
 
 from shared.errors import ConcurrencyError, ConflictError, NotFoundError
 from shared.ports import TenantStore
-from shared.records import ApiKeyRecord, Tenant, TenantLimits, hash_api_key, new_api_key
+from shared.records import (
+    ApiKeyRecord,
+    SubmitBucket,
+    Tenant,
+    TenantLimits,
+    hash_api_key,
+    new_api_key,
+)
 from tests.contract.builders import at
 
 
@@ -72,3 +79,21 @@ def test_api_keys_are_resolved_by_hash_only(tenant_store: TenantStore) -> None:
     assert again.revoked_at == at(5)
     with pytest.raises(NotFoundError):
         tenant_store.revoke_api_key("other", key_id, at(6))
+
+
+def test_submit_bucket_is_replaced_only_with_the_etag_it_was_read_with(tenant_store: TenantStore) -> None:
+    assert tenant_store.get_submit_bucket("acme") is None
+    first = tenant_store.put_submit_bucket(SubmitBucket(tenant_id="acme", tat=at(1)))
+    assert first is not None and first.etag
+    assert tenant_store.put_submit_bucket(SubmitBucket(tenant_id="acme", tat=at(9))) is None  # exists
+    read = tenant_store.get_submit_bucket("acme")
+    assert read == first and read.tat == at(1)
+    second = tenant_store.put_submit_bucket(read.model_copy(update={"tat": at(2)}))
+    assert second is not None and second.etag != first.etag
+    # A writer holding the old etag lost the race: refused, nothing changed.
+    assert tenant_store.put_submit_bucket(read.model_copy(update={"tat": at(5)})) is None
+    stored = tenant_store.get_submit_bucket("acme")
+    assert stored is not None and stored.tat == at(2) and stored.etag == second.etag
+    # Buckets are per tenant and are not tenants.
+    assert tenant_store.get_submit_bucket("other") is None
+    assert tenant_store.list_tenants().items == []

@@ -191,22 +191,28 @@ def test_over_max_active_executions_is_denied_and_writes_nothing(tmp_path: Path)
     assert stores.idempotency.get_submission("acme", "k") is None
 
 
-def test_rate_limit_is_a_sliding_window_and_says_when_to_come_back(tmp_path: Path) -> None:
+def test_rate_limit_admits_a_burst_then_the_rate_and_says_when_to_come_back(tmp_path: Path) -> None:
     stores = make_stores(tmp_path)
-    add_tenant(stores, submits_per_second=3)
+    add_tenant(stores, submits_per_second=4)
     publish(stores)
     deps = make_deps(tmp_path, stores)
-    for ms in (0, 100, 200):
-        submit(deps, now=T0 + timedelta(milliseconds=ms))
+    for _ in range(4):  # the burst: ceil(4 * 1 s)
+        submit(deps, now=T0)
     with pytest.raises(AdmissionDeniedError) as err:
-        submit(deps, now=T0 + timedelta(milliseconds=400))
-    assert err.value.retry_after_seconds == pytest.approx(0.6)
+        submit(deps, now=T0 + timedelta(milliseconds=100))
+    assert err.value.retry_after_seconds == pytest.approx(0.15)
     assert err.value.details["limit"] == "submitsPerSecond"
-    assert len(stores.executions.list_executions("acme").items) == 3
-    # One second after the first, one slot is free again.
-    submit(deps, now=T0 + timedelta(milliseconds=1000))
+    assert len(stores.executions.list_executions("acme").items) == 4
+    # Then one every 1/r seconds.
+    submit(deps, now=T0 + timedelta(milliseconds=250))
     with pytest.raises(AdmissionDeniedError):
-        submit(deps, now=T0 + timedelta(milliseconds=1050))
+        submit(deps, now=T0 + timedelta(milliseconds=300))
+    submit(deps, now=T0 + timedelta(milliseconds=500))
+    # Unused rate refills the burst, never beyond it.
+    for _ in range(4):
+        submit(deps, now=T0 + timedelta(seconds=10))
+    with pytest.raises(AdmissionDeniedError):
+        submit(deps, now=T0 + timedelta(seconds=10))
 
 
 def test_a_slow_rate_widens_the_window(tmp_path: Path) -> None:
