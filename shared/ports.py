@@ -41,7 +41,6 @@ from shared.records import (
     NewEvent,
     OutboxRecord,
     SubmissionRecord,
-    SubmitBucket,
     TaskRun,
     Tenant,
     WorkflowDraft,
@@ -327,11 +326,13 @@ class TenantStore(Protocol):
         """The key record for a hash (revoked ones included: the caller checks ``revoked_at``)."""
         ...
 
-    def get_submit_bucket(self, tenant_id: str) -> SubmitBucket | None: ...
-
-    def put_submit_bucket(self, bucket: SubmitBucket) -> SubmitBucket | None:
-        """Create the bucket (``etag`` None) or replace it if nobody wrote it since it was read
-        with ``etag``. ``None``: someone else got there first (re-read and decide again)."""
+    def update_submit_bucket(
+        self, tenant_id: str, change: Callable[[datetime | None], datetime | None]
+    ) -> bool:
+        """Atomically move the tenant's submit-rate state (:class:`SubmitBucket` ``tat``; ``None``
+        before the first submit) to ``change(tat)``; ``change`` returning ``None`` writes nothing.
+        True when written. ``change`` is pure and may be called again after a lost race; a store
+        that keeps losing raises ``ConcurrencyError``."""
         ...
 
     def list_api_keys(self, tenant_id: str) -> list[ApiKeyRecord]: ...

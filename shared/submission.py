@@ -22,8 +22,9 @@ same key (it writes the execution under the recorded id; two racing writers coll
 execution id and both return the one that won).
 
 Rate limit: the generic cell rate algorithm (a token bucket) on one small per-tenant document,
-:class:`~shared.records.SubmitBucket` in the TenantStore, read and replaced with its etag (optimistic
-concurrency, so it holds across instances). ``submitsPerSecond = r`` admits a burst of
+:class:`~shared.records.SubmitBucket`, which the TenantStore moves atomically
+(``update_submit_bucket``: one SQLite write transaction; a Cosmos replace with its etag that
+re-reads on a lost race), so it holds across instances. ``submitsPerSecond = r`` admits a burst of
 ``ceil(r * W)`` submits at once (``W = max(1, 1/r)`` seconds) and then one every ``1/r`` seconds; a
 refused submit learns exactly when the next would be admitted and writes nothing. The cost is one
 read and one conditional write per submit whatever the limit (it used to read ``ceil(r * W)``
@@ -60,7 +61,6 @@ from shared.records import (
     OutboxKind,
     OutboxRecord,
     SubmissionRecord,
-    SubmitBucket,
     Tenant,
     TriggerKind,
     WorkflowVersion,
@@ -74,8 +74,6 @@ log = logging.getLogger(__name__)
 #: When the tenant is at ``maxActiveExecutions`` nobody knows when one finishes: ask again soon.
 ACTIVE_LIMIT_RETRY_SECONDS = 1.0
 MIN_RETRY_SECONDS = 0.1
-#: Optimistic re-reads of the tenant's submit bucket before a submit counts as over the rate.
-BUCKET_RACE_RETRIES = 8
 #: Float noise in ``interval`` sums (1/3 + 1/3 + ...) must not refuse a submit that is on time.
 _EPSILON = 1e-4
 
@@ -224,26 +222,25 @@ def submit_burst(submits_per_second: float) -> int:
 
 
 def _take_submit_slot(tenants: TenantStore, tenant: Tenant, now: datetime) -> float | None:
-    """GCRA on the tenant's :class:`SubmitBucket`: ``None`` when admitted (the bucket moved on),
-    else the seconds until a submit would be (nothing written)."""
+    """GCRA on the tenant's submit bucket: ``None`` when admitted (the bucket moved on), else the
+    seconds until a submit would be (nothing written)."""
     rate = tenant.limits.submits_per_second
     interval = 1.0 / rate
     tolerance = (submit_burst(rate) - 1) * interval
-    for _ in range(BUCKET_RACE_RETRIES):
-        bucket = tenants.get_submit_bucket(tenant.id)
-        tat = now if bucket is None or bucket.tat < now else bucket.tat
-        ahead = (tat - now).total_seconds()
+    refused: list[float] = []
+
+    def change(tat: datetime | None) -> datetime | None:
+        refused.clear()
+        start = now if tat is None or tat < now else tat
+        ahead = (start - now).total_seconds()
         if ahead > tolerance + _EPSILON:
-            return ahead - tolerance
-        new = SubmitBucket(
-            tenant_id=tenant.id,
-            tat=tat + timedelta(seconds=interval),
-            etag=None if bucket is None else bucket.etag,
-        )
-        if tenants.put_submit_bucket(new) is not None:
+            refused.append(ahead - tolerance)
             return None
-    # Lost every race: the bucket is that busy, so this submit is over the rate anyway.
-    return interval
+        return start + timedelta(seconds=interval)
+
+    if tenants.update_submit_bucket(tenant.id, change):
+        return None
+    return refused[0]
 
 
 def _replay(

@@ -242,30 +242,35 @@ class CosmosStore:
     def _bucket_id(tenant_id: str) -> str:
         return f"submitbucket:{tenant_id}"
 
-    def get_submit_bucket(self, tenant_id: str) -> SubmitBucket | None:
+    def update_submit_bucket(
+        self, tenant_id: str, change: Callable[[datetime | None], datetime | None]
+    ) -> bool:
         doc_id = self._bucket_id(tenant_id)
-        doc = self._read(self._tenants, doc_id, doc_id)
-        return from_doc(SubmitBucket, doc) if doc and doc.get("docType") == "submitBucket" else None
-
-    def put_submit_bucket(self, bucket: SubmitBucket) -> SubmitBucket | None:
-        doc_id = self._bucket_id(bucket.tenant_id)
-        doc = to_doc(bucket, doc_id=doc_id, pk=None, doc_type="submitBucket", sortable=())
-        try:
-            if bucket.etag is None:
-                stored = self._call(lambda: self._tenants.create_item(doc))
-            else:
-                stored = self._call(
-                    lambda: self._tenants.replace_item(
-                        doc_id, doc, etag=bucket.etag, match_condition=_IF_MATCH
+        for _ in range(_RACE_RETRIES):
+            doc = self._read(self._tenants, doc_id, doc_id)
+            current = from_doc(SubmitBucket, doc) if doc else None
+            new = change(current.tat if current else None)
+            if new is None:
+                return False
+            body = to_doc(
+                SubmitBucket(tenant_id=tenant_id, tat=new),
+                doc_id=doc_id,
+                pk=None,
+                doc_type="submitBucket",
+                sortable=(),
+            )
+            try:
+                if current is None:
+                    self._call(partial(self._tenants.create_item, body))
+                else:
+                    replace = partial(
+                        self._tenants.replace_item, doc_id, body, etag=current.etag, match_condition=_IF_MATCH
                     )
-                )
-        except (
-            exceptions.CosmosAccessConditionFailedError,
-            exceptions.CosmosResourceExistsError,
-            exceptions.CosmosResourceNotFoundError,
-        ):
-            return None
-        return from_doc(SubmitBucket, stored)
+                    self._call(replace)
+            except (exceptions.CosmosAccessConditionFailedError, exceptions.CosmosResourceExistsError):
+                continue  # another submit moved the bucket: decide again on what it wrote
+            return True
+        raise ConcurrencyError(f"the submit bucket of tenant {tenant_id!r} is too busy; try again")
 
     def list_api_keys(self, tenant_id: str) -> list[ApiKeyRecord]:
         docs = self._query(

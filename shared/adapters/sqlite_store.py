@@ -11,7 +11,7 @@ import json
 import os
 import sqlite3
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
 from typing import Any, TypeVar
 
@@ -31,7 +31,6 @@ from shared.records import (
     Lease,
     OutboxRecord,
     SubmissionRecord,
-    SubmitBucket,
     TaskRun,
     Tenant,
     WorkflowDraft,
@@ -44,8 +43,7 @@ M = TypeVar("M", bound=BaseModel)
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS tenants (id TEXT PRIMARY KEY, etag TEXT NOT NULL, doc TEXT NOT NULL);
-CREATE TABLE IF NOT EXISTS submit_buckets (
-  tenant_id TEXT PRIMARY KEY, etag TEXT NOT NULL, tat TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS submit_buckets (tenant_id TEXT PRIMARY KEY, tat TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS api_keys (
   key_hash TEXT PRIMARY KEY, key_id TEXT NOT NULL UNIQUE, tenant_id TEXT NOT NULL, doc TEXT NOT NULL);
 CREATE INDEX IF NOT EXISTS api_keys_tenant ON api_keys (tenant_id, key_id);
@@ -188,31 +186,21 @@ class SqliteStore:
         )
         return _load(ApiKeyRecord, row["doc"]) if row else None
 
-    def get_submit_bucket(self, tenant_id: str) -> SubmitBucket | None:
-        row = (
-            self.db.connection()
-            .execute("SELECT etag, tat FROM submit_buckets WHERE tenant_id = ?", (tenant_id,))
-            .fetchone()
-        )
-        if row is None:
-            return None
-        return SubmitBucket(tenant_id=tenant_id, tat=from_ts(row["tat"]), etag=row["etag"])
-
-    def put_submit_bucket(self, bucket: SubmitBucket) -> SubmitBucket | None:
-        stored = bucket.model_copy(update={"etag": _etag()})
+    def update_submit_bucket(
+        self, tenant_id: str, change: Callable[[datetime | None], datetime | None]
+    ) -> bool:
+        # Read and write under the one write lock: no race to lose.
         with self.db.write() as c:
-            if bucket.etag is None:
-                cur = c.execute(
-                    "INSERT INTO submit_buckets (tenant_id, etag, tat) VALUES (?, ?, ?) "
-                    "ON CONFLICT (tenant_id) DO NOTHING",
-                    (bucket.tenant_id, stored.etag, ts(bucket.tat)),
-                )
-            else:
-                cur = c.execute(
-                    "UPDATE submit_buckets SET etag = ?, tat = ? WHERE tenant_id = ? AND etag = ?",
-                    (stored.etag, ts(bucket.tat), bucket.tenant_id, bucket.etag),
-                )
-        return stored if cur.rowcount == 1 else None
+            row = c.execute("SELECT tat FROM submit_buckets WHERE tenant_id = ?", (tenant_id,)).fetchone()
+            new = change(from_ts(row["tat"]) if row else None)
+            if new is None:
+                return False
+            c.execute(
+                "INSERT INTO submit_buckets (tenant_id, tat) VALUES (?, ?) "
+                "ON CONFLICT (tenant_id) DO UPDATE SET tat = excluded.tat",
+                (tenant_id, ts(new)),
+            )
+        return True
 
     def list_api_keys(self, tenant_id: str) -> list[ApiKeyRecord]:
         rows = self.db.connection().execute(

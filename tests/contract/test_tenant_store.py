@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from datetime import datetime, timedelta
+
 import pytest
 
 from shared.errors import ConcurrencyError, ConflictError, NotFoundError
 from shared.ports import TenantStore
 from shared.records import (
     ApiKeyRecord,
-    SubmitBucket,
     Tenant,
     TenantLimits,
     hash_api_key,
@@ -81,19 +84,41 @@ def test_api_keys_are_resolved_by_hash_only(tenant_store: TenantStore) -> None:
         tenant_store.revoke_api_key("other", key_id, at(6))
 
 
-def test_submit_bucket_is_replaced_only_with_the_etag_it_was_read_with(tenant_store: TenantStore) -> None:
-    assert tenant_store.get_submit_bucket("acme") is None
-    first = tenant_store.put_submit_bucket(SubmitBucket(tenant_id="acme", tat=at(1)))
-    assert first is not None and first.etag
-    assert tenant_store.put_submit_bucket(SubmitBucket(tenant_id="acme", tat=at(9))) is None  # exists
-    read = tenant_store.get_submit_bucket("acme")
-    assert read == first and read.tat == at(1)
-    second = tenant_store.put_submit_bucket(read.model_copy(update={"tat": at(2)}))
-    assert second is not None and second.etag != first.etag
-    # A writer holding the old etag lost the race: refused, nothing changed.
-    assert tenant_store.put_submit_bucket(read.model_copy(update={"tat": at(5)})) is None
-    stored = tenant_store.get_submit_bucket("acme")
-    assert stored is not None and stored.tat == at(2) and stored.etag == second.etag
-    # Buckets are per tenant and are not tenants.
-    assert tenant_store.get_submit_bucket("other") is None
+def test_submit_bucket_moves_atomically_and_only_when_the_change_says_so(
+    tenant_store: TenantStore,
+) -> None:
+    seen: list[datetime | None] = []
+
+    def to(value: datetime | None) -> Callable[[datetime | None], datetime | None]:
+        def change(tat: datetime | None) -> datetime | None:
+            seen.append(tat)
+            return value
+
+        return change
+
+    assert tenant_store.update_submit_bucket("acme", to(at(1)))
+    assert tenant_store.update_submit_bucket("acme", to(at(2)))
+    assert not tenant_store.update_submit_bucket("acme", to(None))  # refused: nothing written
+    assert tenant_store.update_submit_bucket("acme", to(at(3)))
+    assert seen == [None, at(1), at(2), at(2)]
+    # Per tenant, and buckets are not tenants.
+    seen.clear()
+    assert not tenant_store.update_submit_bucket("other", to(None))
+    assert seen == [None]
     assert tenant_store.list_tenants().items == []
+
+
+def test_concurrent_submit_bucket_updates_are_never_lost(tenant_store: TenantStore) -> None:
+    def bump(tat: datetime | None) -> datetime | None:
+        return (tat or at(0)) + timedelta(seconds=1)
+
+    with ThreadPoolExecutor(8) as pool:
+        written = list(pool.map(lambda _: tenant_store.update_submit_bucket("acme", bump), range(40)))
+    assert all(written)
+    last: list[datetime | None] = []
+
+    def look(tat: datetime | None) -> None:
+        last.append(tat)
+
+    tenant_store.update_submit_bucket("acme", look)
+    assert last == [at(40)]
