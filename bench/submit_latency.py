@@ -72,6 +72,7 @@ async def load(
     lat: list[float] = []
     ids: list[str] = []
     statuses: dict[int, int] = {}
+    refusals: list[Any] = []  # a few bodies of non-202 answers, to say why
     conn = aiohttp.TCPConnector(limit=clients)
     async with aiohttp.ClientSession(connector=conn, headers=headers) as session:
 
@@ -84,6 +85,8 @@ async def load(
             if r.status == 202:
                 lat.append(ms)
                 ids.append(body["id"])
+            elif len(refusals) < 5:
+                refusals.append(body)
 
         for n in range(min(clients, 10)):  # warm-up: connections, caches, first-call imports
             await one(-n)
@@ -106,7 +109,7 @@ async def load(
         else:
             await asyncio.gather(*(client(c) for c in range(clients)))
         elapsed = time.perf_counter() - t0
-    return {"latencies": lat, "ids": ids, "statuses": statuses, "elapsed": elapsed}
+    return {"latencies": lat, "ids": ids, "statuses": statuses, "refusals": refusals, "elapsed": elapsed}
 
 
 async def setup(base: str) -> str:
@@ -205,6 +208,7 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
                 "clock": "real",
             },
             "statuses": res["statuses"],
+            **({"refusals": res["refusals"]} if res["refusals"] else {}),
             "submitLatencyMs": {
                 "n": len(lat),
                 "p50": round(pct(lat, 50), 2),

@@ -40,6 +40,7 @@ import hashlib
 import logging
 import math
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Protocol
@@ -94,6 +95,10 @@ class SubmissionDeps:
     starter: DurableStarter | None = None
     claim_check_threshold_bytes: int = 64 * 1024
     max_input_bytes: int = 1024 * 1024
+    #: Read again at the rate bucket: a submit that queued in the process (threads, the store's
+    #: write lock) is judged on when it reaches the bucket, not when it arrived; a stale ``now``
+    #: would look like a submit ahead of the rate. ``None``: the submit's ``now``.
+    clock: Callable[[], datetime] | None = None
 
     @classmethod
     def from_settings(
@@ -206,7 +211,7 @@ def _admit(deps: SubmissionDeps, tenant: Tenant, now: datetime) -> None:
             retry_after_seconds=ACTIVE_LIMIT_RETRY_SECONDS,
             details={"limit": "maxActiveExecutions", "active": active},
         )
-    retry = _take_submit_slot(deps.stores.tenants, tenant, now)
+    retry = _take_submit_slot(deps.stores.tenants, tenant, now, deps.clock)
     if retry is not None:
         raise AdmissionDeniedError(
             f"tenant {tenant.id!r} is over its rate of {limits.submits_per_second} submits per second",
@@ -221,7 +226,9 @@ def submit_burst(submits_per_second: float) -> int:
     return max(1, math.ceil(submits_per_second * window))
 
 
-def _take_submit_slot(tenants: TenantStore, tenant: Tenant, now: datetime) -> float | None:
+def _take_submit_slot(
+    tenants: TenantStore, tenant: Tenant, now: datetime, clock: Callable[[], datetime] | None
+) -> float | None:
     """GCRA on the tenant's submit bucket: ``None`` when admitted (the bucket moved on), else the
     seconds until a submit would be (nothing written)."""
     rate = tenant.limits.submits_per_second
@@ -231,8 +238,9 @@ def _take_submit_slot(tenants: TenantStore, tenant: Tenant, now: datetime) -> fl
 
     def change(tat: datetime | None) -> datetime | None:
         refused.clear()
-        start = now if tat is None or tat < now else tat
-        ahead = (start - now).total_seconds()
+        at = now if clock is None else max(now, clock())
+        start = at if tat is None or tat < at else tat
+        ahead = (start - at).total_seconds()
         if ahead > tolerance + _EPSILON:
             refused.append(ahead - tolerance)
             return None

@@ -305,6 +305,7 @@ def _submission_deps(deps: ApiDeps) -> SubmissionDeps:
         starter=deps.durable,
         claim_check_threshold_bytes=deps.claim_check_threshold_bytes,
         max_input_bytes=deps.max_input_bytes,
+        clock=deps.clock,
     )
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
 from pathlib import Path
@@ -244,3 +245,16 @@ def test_a_given_execution_id_makes_a_duplicate_submit_harmless(tmp_path: Path, 
     assert a.execution.id == b.execution.id == "fixed-id"
     assert a.created and not b.created
     assert len(stores.executions.list_executions("acme").items) == 1
+
+
+def test_a_submit_that_queued_in_the_process_is_judged_when_it_reaches_the_bucket(tmp_path: Path) -> None:
+    stores = make_stores(tmp_path)
+    add_tenant(stores, submits_per_second=1)
+    publish(stores)
+    deps = make_deps(tmp_path, stores)
+    submit(deps, now=T0 + timedelta(seconds=5))
+    # Arrived at T0 (its ``now``), reached the bucket at T0 + 6 s: one second after the last.
+    late = dataclasses.replace(deps, clock=lambda: T0 + timedelta(seconds=6))
+    assert submit(late, now=T0).created
+    with pytest.raises(AdmissionDeniedError):
+        submit(deps, now=T0 + timedelta(seconds=6))
