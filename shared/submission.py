@@ -39,6 +39,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import math
+import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -68,6 +69,7 @@ from shared.records import (
 )
 from shared.settings import WeftSettings
 from shared.states import ExecutionStatus
+from shared.telemetry import Dimension, MetricName, SpanName, count, dimensions, record, span
 from shared.versioning import canonical_json
 
 log = logging.getLogger(__name__)
@@ -137,7 +139,50 @@ def start_record_id(execution_id: str) -> str:
     return f"{execution_id}:start"
 
 
+#: ``weft.reason`` values of ``weft.submissions.rejected``, by the limit that refused the submit.
+_REJECTION_REASON = {"maxActiveExecutions": "max_active_executions", "submitsPerSecond": "rate_limited"}
+
+
 def submit_execution(
+    deps: SubmissionDeps,
+    tenant_id: str,
+    workflow: str,
+    *,
+    input: Any,
+    version: int | None,
+    idempotency_key: str | None,
+    trigger: TriggerKind,
+    now: datetime,
+    execution_id: str | None = None,
+) -> SubmitResult:
+    """The one submission path of every trigger (see the module docstring), traced and counted."""
+    attrs = dimensions(tenant_id=tenant_id, workflow=workflow, **{Dimension.TRIGGER: str(trigger)})
+    started = time.perf_counter()
+    with span(SpanName.SUBMIT, attrs) as current:
+        try:
+            result = _submit(
+                deps,
+                tenant_id,
+                workflow,
+                input=input,
+                version=version,
+                idempotency_key=idempotency_key,
+                trigger=trigger,
+                now=now,
+                execution_id=execution_id,
+            )
+        except AdmissionDeniedError as exc:
+            reason = _REJECTION_REASON.get(str(exc.details.get("limit")), "admission")
+            count(MetricName.SUBMISSIONS_REJECTED, {**attrs, Dimension.REASON: reason})
+            raise
+        current.set_attribute(str(Dimension.EXECUTION_ID), result.execution.id)
+    if result.created:
+        count(MetricName.EXECUTIONS_SUBMITTED, attrs)
+    record(MetricName.SUBMIT_LATENCY_MS, (time.perf_counter() - started) * 1000.0, attrs)
+    return result
+
+
+def _submit(
     deps: SubmissionDeps,
     tenant_id: str,
     workflow: str,

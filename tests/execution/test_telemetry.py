@@ -15,7 +15,10 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from shared import telemetry
-from shared.records import DeadLetterStatus
+from shared.adapters.factory import get_payload_store
+from shared.errors import AdmissionDeniedError
+from shared.records import DeadLetterStatus, TriggerKind
+from shared.submission import SubmissionDeps, submit_execution
 from tests.execution.harness import Harness, run_harness
 
 
@@ -115,3 +118,46 @@ def test_a_finished_execution_is_counted_with_its_status(
     points = metric_points(reader)[telemetry.MetricName.EXECUTIONS_COMPLETED]
     assert [(p.attributes[telemetry.Dimension.STATUS], p.value) for p in points] == [("succeeded", 1)]
     assert points[0].attributes[telemetry.Dimension.WORKFLOW] == "etl"
+
+
+def test_submissions_are_traced_and_counted_and_refusals_carry_a_reason(
+    h: Harness, exporters: tuple[InMemorySpanExporter, InMemoryMetricReader]
+) -> None:
+    spans, reader = exporters
+    h.tenant("acme", max_running_tasks=10)
+    tenant = h.stores.tenants.get_tenant("acme")
+    assert tenant is not None
+    h.stores.tenants.update_tenant(
+        tenant.model_copy(update={"limits": tenant.limits.model_copy(update={"max_active_executions": 1})})
+    )
+    h.publish({"tasks": [{"id": "only", "handler": "noop"}]}, workflow="etl")
+    deps = SubmissionDeps(stores=h.stores, payloads=get_payload_store())
+    accepted = submit_execution(
+        deps,
+        "acme",
+        "etl",
+        input=None,
+        version=None,
+        idempotency_key=None,
+        trigger=TriggerKind.HTTP,
+        now=h.now(),
+    )
+    with pytest.raises(AdmissionDeniedError):
+        submit_execution(
+            deps,
+            "acme",
+            "etl",
+            input=None,
+            version=None,
+            idempotency_key=None,
+            trigger=TriggerKind.BLOB,
+            now=h.now(),
+        )
+    submit_spans = [s for s in spans.get_finished_spans() if s.name == telemetry.SpanName.SUBMIT]
+    assert [s.attributes[telemetry.Dimension.TRIGGER] for s in submit_spans] == ["http", "blob"]
+    assert submit_spans[0].attributes[telemetry.Dimension.EXECUTION_ID] == accepted.execution.id
+    points = metric_points(reader)
+    assert sum(p.value for p in points[telemetry.MetricName.EXECUTIONS_SUBMITTED]) == 1
+    (rejected,) = points[telemetry.MetricName.SUBMISSIONS_REJECTED]
+    assert rejected.attributes[telemetry.Dimension.REASON] == "max_active_executions"
+    assert rejected.attributes[telemetry.Dimension.TENANT_ID] == "acme"

@@ -130,3 +130,28 @@ def test_checker_flags_undefined_names() -> None:
     assert name_problems('customEvents | where name == "weft.task.run"') != []
     assert name_problems('customMetrics | extend status = "x" | where status == "failure"') != []
     assert name_problems('customMetrics | where name == "weft.tasks.completed"') == []
+
+
+APP_SOURCES = ("shared", "triggers", "activities", "orchestrators", "entities")
+
+
+def _app_source() -> str:
+    texts = []
+    for package in APP_SOURCES:
+        for path in sorted((ROOT / package).rglob("*.py")):
+            if path != ROOT / "shared" / "telemetry.py":
+                texts.append(path.read_text(encoding="utf-8"))
+    return "\n".join(texts)
+
+
+def test_every_name_the_queries_read_is_emitted_by_the_app() -> None:
+    """Defined is not enough: a chart over a metric nothing records stays empty forever."""
+    queried = {literal for query in all_queries().values() for literal in _WEFT_LITERAL.findall(query)}
+    source = _app_source()
+    missing = [
+        f"{enum.__name__}.{member.name}"
+        for enum in (MetricName, SpanName, TelemetryEvent)
+        for member in enum
+        if member.value in queried and f"{enum.__name__}.{member.name}" not in source
+    ]
+    assert not missing, f"queried but never emitted by the app: {missing}"
