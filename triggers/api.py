@@ -20,6 +20,7 @@ import azure.durable_functions as df
 import azure.functions as func
 
 from shared.adapters.factory import get_payload_store, get_stores
+from shared.adapters.telemetry import configure_telemetry
 from shared.api.routes import ROUTES, Route, handle
 from shared.api.types import ApiDeps, ApiRequest, ApiResponse
 from shared.settings import get_settings
@@ -131,6 +132,7 @@ async def serve(
 
     def run() -> ApiResponse:
         # Inside the thread: building the deps touches settings and stores, which may block.
+        configure_telemetry()
         return handle(route, request, _deps(client, loop))
 
     return to_http_response(await loop.run_in_executor(_executor(), run))
