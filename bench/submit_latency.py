@@ -3,11 +3,26 @@
 Runs devhost in this process on the real clock (function_app.app with the example settings,
 Azurite, embedded SQLite stores and bus, a temporary data dir, a free port). Over HTTP it creates a
 tenant with limits that do not throttle, an API key and a one-task workflow, then a load generator
-in a separate process (so it does not share devhost's GIL) runs CLIENTS closed-loop clients, each
-submitting SUBMITS_PER_CLIENT executions. Every accepted execution is then waited for, so the
-figures are for submits that really ran. Target on this machine: p95 <= 20 ms.
+in a separate process (so it does not share devhost's GIL) drives CLIENTS clients, each with its
+own connection, for CLIENTS x SUBMITS_PER_CLIENT submits (after a short warm-up). Every accepted
+execution is then waited for, so the figures are for submits that really ran; refusals are counted
+and a few of their bodies shown. Target on this machine: p95 <= 20 ms.
+
+Modes (methodology):
+- closed loop (default): each client submits again as soon as its previous answer arrives. This
+  measures capacity: by Little's law latency ~= CLIENTS / throughput, so 50 clients at p95 <= 20 ms
+  would need over 2,500 submits/s from one devhost process.
+- ``--think-ms T``: closed loop with exponential pauses of mean T between a client's submits.
+- ``--rate R``: open loop, the load a front door sees: submits arrive at R per second (Poisson)
+  whatever the answers, each taken by a free client of the CLIENTS; latency counts from the
+  arrival, so one that waited for a free client is charged for the wait (no coordinated omission).
+  Report the rate with the figures.
+
+Latency is the client's: HTTP, auth, admission, the atomic write and the fast-path start, while
+devhost also runs every accepted execution and the outbox relay in the same process.
 
 Usage: PYTHONPATH=. .venv/bin/python bench/submit_latency.py [--clients 50 --submits-per-client 20]
+       [--rate 25 | --think-ms 1000]
 """
 
 from __future__ import annotations
