@@ -18,7 +18,7 @@ from typing import Any, TypeVar
 from pydantic import BaseModel
 
 from shared.adapters.sqlite_db import SqliteDatabase, decode_token, encode_token, from_ts, ts
-from shared.errors import ConcurrencyError, ConflictError, NotFoundError, StaleFencingTokenError
+from shared.errors import ConcurrencyError, ConflictError, NotFoundError, StaleFencingTokenError, WeftError
 from shared.ports import MAX_WRITE_ITEMS, CommitResult, ExecutionWrite, FaultHook, Page
 from shared.records import (
     ApiKeyRecord,
@@ -403,73 +403,88 @@ class SqliteStore:
 
     def _put_execution(self, c: sqlite3.Connection, ex: Execution) -> Execution:
         stored = ex.model_copy(update={"etag": _etag()})
-        cols = (ex.tenant_id, ex.workflow, str(ex.status), ts(ex.created_at), stored.etag, _dump(stored))
-        if ex.etag is None:
-            try:
-                c.execute(
-                    "INSERT INTO executions (tenant_id, workflow, status, created_at, etag, doc, id) "
-                    "VALUES (?, ?, ?, ?, ?, ?, ?)",
-                    (*cols, ex.id),
-                )
-            except sqlite3.IntegrityError as exc:
-                raise ConflictError(f"execution {ex.id!r} already exists") from exc
-        else:
-            cur = c.execute(
-                "UPDATE executions SET tenant_id = ?, workflow = ?, status = ?, created_at = ?, etag = ?, "
-                "doc = ? WHERE id = ? AND etag = ?",
-                (*cols, ex.id, ex.etag),
-            )
-            if cur.rowcount == 0:
-                self._missing_or_conflict(c, "SELECT 1 FROM executions WHERE id = ?", (ex.id,), "execution")
+        self._put_versioned(
+            c,
+            "executions",
+            key={"id": ex.id},
+            values={
+                "tenant_id": ex.tenant_id,
+                "workflow": ex.workflow,
+                "status": str(ex.status),
+                "created_at": ts(ex.created_at),
+                "etag": stored.etag,
+                "doc": _dump(stored),
+            },
+            expected_etag=ex.etag,
+            duplicate=ConflictError(f"execution {ex.id!r} already exists"),
+            what="execution",
+        )
         return stored
 
     def _put_task_run(self, c: sqlite3.Connection, run: TaskRun) -> TaskRun:
         stored = run.model_copy(update={"etag": _etag()})
-        if run.etag is None:
-            try:
-                c.execute(
-                    "INSERT INTO task_runs (execution_id, task_id, etag, doc) VALUES (?, ?, ?, ?)",
-                    (run.execution_id, run.task_id, stored.etag, _dump(stored)),
-                )
-            except sqlite3.IntegrityError as exc:
-                raise ConcurrencyError(f"task run {run.task_id!r} already exists") from exc
-        else:
-            cur = c.execute(
-                "UPDATE task_runs SET etag = ?, doc = ? WHERE execution_id = ? AND task_id = ? AND etag = ?",
-                (stored.etag, _dump(stored), run.execution_id, run.task_id, run.etag),
-            )
-            if cur.rowcount == 0:
-                self._missing_or_conflict(
-                    c,
-                    "SELECT 1 FROM task_runs WHERE execution_id = ? AND task_id = ?",
-                    (run.execution_id, run.task_id),
-                    "task run",
-                )
+        self._put_versioned(
+            c,
+            "task_runs",
+            key={"execution_id": run.execution_id, "task_id": run.task_id},
+            values={"etag": stored.etag, "doc": _dump(stored)},
+            expected_etag=run.etag,
+            duplicate=ConcurrencyError(f"task run {run.task_id!r} already exists"),
+            what="task run",
+        )
         return stored
 
     def _put_dead_letter(self, c: sqlite3.Connection, dl: DeadLetter) -> DeadLetter:
         stored = dl.model_copy(update={"etag": _etag()})
-        cols = (dl.tenant_id, dl.execution_id, str(dl.status), ts(dl.created_at), stored.etag, _dump(stored))
-        if dl.etag is None:
+        self._put_versioned(
+            c,
+            "dead_letters",
+            key={"id": dl.id},
+            values={
+                "tenant_id": dl.tenant_id,
+                "execution_id": dl.execution_id,
+                "status": str(dl.status),
+                "created_at": ts(dl.created_at),
+                "etag": stored.etag,
+                "doc": _dump(stored),
+            },
+            expected_etag=dl.etag,
+            duplicate=ConcurrencyError(f"dead letter {dl.id!r} already exists"),
+            what="dead letter",
+        )
+        return stored
+
+    def _put_versioned(
+        self,
+        c: sqlite3.Connection,
+        table: str,
+        *,
+        key: dict[str, Any],
+        values: dict[str, Any],
+        expected_etag: str | None,
+        duplicate: WeftError,
+        what: str,
+    ) -> None:
+        """Create (``expected_etag`` None; ``duplicate`` if the key exists) or replace only while the
+        stored etag is still ``expected_etag``. Table and column names are this module's constants."""
+        where = " AND ".join(f"{k} = ?" for k in key)
+        if expected_etag is None:
+            cols = {**values, **key}
             try:
                 c.execute(
-                    "INSERT INTO dead_letters (tenant_id, execution_id, status, created_at, etag, doc, id) "
-                    "VALUES (?, ?, ?, ?, ?, ?, ?)",
-                    (*cols, dl.id),
+                    f"INSERT INTO {table} ({', '.join(cols)}) VALUES ({', '.join('?' * len(cols))})",  # noqa: S608
+                    tuple(cols.values()),
                 )
             except sqlite3.IntegrityError as exc:
-                raise ConcurrencyError(f"dead letter {dl.id!r} already exists") from exc
-        else:
-            cur = c.execute(
-                "UPDATE dead_letters SET tenant_id = ?, execution_id = ?, status = ?, created_at = ?, "
-                "etag = ?, doc = ? WHERE id = ? AND etag = ?",
-                (*cols, dl.id, dl.etag),
-            )
-            if cur.rowcount == 0:
-                self._missing_or_conflict(
-                    c, "SELECT 1 FROM dead_letters WHERE id = ?", (dl.id,), "dead letter"
-                )
-        return stored
+                raise duplicate from exc
+            return
+        sets = ", ".join(f"{k} = ?" for k in values)
+        cur = c.execute(
+            f"UPDATE {table} SET {sets} WHERE {where} AND etag = ?",  # noqa: S608
+            (*values.values(), *key.values(), expected_etag),
+        )
+        if cur.rowcount == 0:
+            self._missing_or_conflict(c, f"SELECT 1 FROM {table} WHERE {where}", tuple(key.values()), what)  # noqa: S608
 
     @staticmethod
     def _missing_or_conflict(c: sqlite3.Connection, sql: str, params: tuple[Any, ...], what: str) -> None:
