@@ -44,12 +44,19 @@ def _submit(store: ExecutionStore, bus_h: BusHarness, n: int) -> tuple[str, list
 
 
 def _received(bus_h: BusHarness) -> list[tuple[str, int]]:
+    """Every message on the queue, in the broker's enqueue order (sequence numbers).
+
+    Without sessions Service Bus does not promise to hand messages out in enqueue order (a
+    receiver's prefetched credit can deliver a later one first); the relay's promise is the order
+    in which it publishes, which the sequence numbers record.
+    """
     out = []
     while got := bus_h.bus.receive(bus_h.queue, max_messages=50, max_wait_seconds=bus_h.quiet_seconds):
         for m in got:
             bus_h.bus.complete(m)
-            out.append((m.message_id, m.json()["n"]))
-    return out
+            assert m.sequence_number is not None
+            out.append((m.sequence_number, m.message_id, m.json()["n"]))
+    return [(message_id, n) for _, message_id, n in sorted(out)]
 
 
 def test_relay_starts_publishes_and_marks(execution_store: ExecutionStore, bus_backend: BusHarness) -> None:
