@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import azure.functions as func
+
 from activities.blueprint import bp
 from shared.adapters.factory import get_bus, get_payload_store, get_stores
 from shared.adapters.telemetry import configure_telemetry
@@ -30,13 +32,15 @@ def start_execution_activity(payload: dict[str, Any]) -> dict[str, Any]:
 
 @bp.function_name(ActivityName.RUN_TASK)
 @bp.activity_trigger(input_name="payload", activity=ActivityName.RUN_TASK)
-def run_task_activity(payload: dict[str, Any]) -> dict[str, Any]:
+def run_task_activity(payload: dict[str, Any], context: func.Context) -> dict[str, Any]:
     configure_telemetry()
     inp = RunTaskInput.model_validate(payload)
     outcome = run_task(
         get_stores(),
         get_payload_store(),
         inp,
+        # The host's trace for this invocation: task spans join the orchestration's operation.
+        traceparent=context.trace_context.trace_parent or None,
         handler_ports=HandlerPorts(bus=get_bus, payload_store=get_payload_store),
         claim_check_threshold=get_settings().claim_check_threshold_bytes,
     )

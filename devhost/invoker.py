@@ -25,7 +25,7 @@ log = logging.getLogger("devhost.invocation")
 
 
 @dataclass
-class _TraceContext:
+class TraceContext:
     trace_parent: str = ""
     trace_state: str = ""
     attributes: dict[str, str] = field(default_factory=dict)
@@ -38,7 +38,7 @@ class InvocationContext:
     invocation_id: str
     function_name: str
     function_directory: str = "."
-    trace_context: _TraceContext = field(default_factory=_TraceContext)
+    trace_context: TraceContext = field(default_factory=TraceContext)
     retry_context: Any = None
     thread_local_storage: threading.local = field(default_factory=threading.local)
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import hashlib
 import importlib
 import inspect
 import json
@@ -41,6 +42,9 @@ class DurableFunction:
     param: str
     call: Callable[..., Any]
     is_async: bool
+    #: The user function has a ``context`` parameter that is not its trigger: the Python worker
+    #: passes an ``azure.functions.Context`` there (invocation id, trace context).
+    wants_context: bool = False
 
 
 class ActivityFailure(Exception):
@@ -166,6 +170,7 @@ class FunctionRegistry:
             param=str(trig.get("name")),
             call=user,
             is_async=inspect.iscoroutinefunction(user),
+            wants_context=trig.get("name") != "context" and "context" in inspect.signature(user).parameters,
         )
 
     def orchestrator(self, name: str) -> DurableFunction | None:
@@ -210,8 +215,23 @@ def _log_invocation(
     log.log(level, json.dumps(rec))
 
 
-def _call(fn: DurableFunction, arg: Any) -> Any:
-    result = fn.call(**{fn.param: arg})
+def _activity_context(fn: DurableFunction, invocation_id: str, instance_id: str) -> Any:
+    """The ``azure.functions.Context`` of an activity invocation. Its W3C trace context carries a
+    trace id derived from the orchestration instance, so every activity of one orchestration is in
+    one trace, as the host's distributed tracing puts them under the orchestration's operation."""
+    from devhost.invoker import InvocationContext, TraceContext
+
+    trace_id = hashlib.sha256(instance_id.encode("utf-8")).hexdigest()[:32]
+    span_id = uuid.uuid4().hex[:16]
+    return InvocationContext(
+        invocation_id,
+        fn.function_name,
+        trace_context=TraceContext(trace_parent=f"00-{trace_id}-{span_id}-01"),
+    )
+
+
+def _call(fn: DurableFunction, arg: Any, **extra: Any) -> Any:
+    result = fn.call(**{fn.param: arg}, **extra)
     if fn.is_async or inspect.isawaitable(result):
         result = _run_coroutine(result)
     return result
@@ -246,7 +266,10 @@ def invoke_activity(fn: DurableFunction, input_json: str | None, instance_id: st
             meta.Datum(type="json", value=input_json if input_json is not None else "null"),
             trigger_metadata=None,
         )
-        result = _call(fn, value)
+        if fn.wants_context:
+            result = _call(fn, value, context=_activity_context(fn, inv, instance_id))
+        else:
+            result = _call(fn, value)
         datum = ActivityTriggerConverter.encode(result, expected_type=None)
     except Exception as exc:
         _log_invocation(fn, inv, instance_id, started, "Failed", f"{type(exc).__name__}: {exc}")

@@ -161,3 +161,28 @@ def test_submissions_are_traced_and_counted_and_refusals_carry_a_reason(
     (rejected,) = points[telemetry.MetricName.SUBMISSIONS_REJECTED]
     assert rejected.attributes[telemetry.Dimension.REASON] == "max_active_executions"
     assert rejected.attributes[telemetry.Dimension.TENANT_ID] == "acme"
+
+
+def test_task_spans_of_one_execution_join_the_hosts_trace(
+    h: Harness, exporters: tuple[InMemorySpanExporter, InMemoryMetricReader]
+) -> None:
+    spans, _ = exporters
+    first = h.submit(
+        {"tasks": [{"id": "a", "handler": "noop"}, {"id": "b", "handler": "noop", "dependsOn": ["a"]}]}
+    )
+    second = h.submit({"tasks": [{"id": "a", "handler": "noop"}]})
+    h.wait(first)
+    h.wait(second)
+    by_execution: dict[str, set[int]] = {}
+    for s in spans.get_finished_spans():
+        if s.name != telemetry.SpanName.TASK_RUN:
+            continue
+        # A child of the invocation's trace context, as the worker hands it to the activity.
+        assert s.parent is not None
+        assert s.parent.is_remote
+        by_execution.setdefault(str(s.attributes[telemetry.Dimension.EXECUTION_ID]), set()).add(
+            s.context.trace_id
+        )
+    assert len(by_execution[first]) == 1
+    assert len(by_execution[second]) == 1
+    assert by_execution[first] != by_execution[second]
