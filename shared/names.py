@@ -42,6 +42,8 @@ class TriggerName(StrEnum):
     API_OPENAPI = "api_openapi"
     API_CREATE_TENANT = "api_create_tenant"
     API_CREATE_API_KEY = "api_create_api_key"
+    API_REVOKE_API_KEY = "api_revoke_api_key"
+    API_GET_TENANT = "api_get_tenant"
     API_PUT_WORKFLOW = "api_put_workflow"
     API_PUBLISH_WORKFLOW = "api_publish_workflow"
     API_LIST_WORKFLOWS = "api_list_workflows"

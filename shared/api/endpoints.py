@@ -109,13 +109,37 @@ def create_tenant(request: ApiRequest, deps: ApiDeps) -> ApiResponse:
     tenant = deps.stores.tenants.create_tenant(
         Tenant(id=body.id, display_name=body.display_name or body.id, limits=limits, created_at=deps.clock())
     )
-    out = models.TenantOut(
+    return ok(_tenant_out(tenant), 201)
+
+
+def get_tenant(request: ApiRequest, deps: ApiDeps) -> ApiResponse:
+    tenant = deps.stores.tenants.get_tenant(_tenant(request))
+    if tenant is None:
+        raise NotFoundError(f"tenant {_tenant(request)!r} does not exist")
+    return ok(_tenant_out(tenant))
+
+
+def _tenant_out(tenant: Tenant) -> models.TenantOut:
+    return models.TenantOut(
         id=tenant.id,
         display_name=tenant.display_name,
         limits=models.Limits.model_validate(tenant.limits.model_dump()),
         created_at=tenant.created_at,
     )
-    return ok(out, 201)
+
+
+def revoke_api_key(request: ApiRequest, deps: ApiDeps) -> ApiResponse:
+    """Revoke a key (idempotent): requests with it get 401 from then on."""
+    record = deps.stores.tenants.revoke_api_key(_tenant(request), request.param("keyId"), deps.clock())
+    return ok(
+        models.ApiKeyOut(
+            key_id=record.key_id,
+            tenant_id=record.tenant_id,
+            name=record.name,
+            created_at=record.created_at,
+            revoked_at=record.revoked_at,
+        )
+    )
 
 
 def create_api_key(request: ApiRequest, deps: ApiDeps) -> ApiResponse:

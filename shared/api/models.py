@@ -75,6 +75,16 @@ class CreateApiKey(WeftModel):
     name: str = Field(default="", max_length=200)
 
 
+class ApiKeyOut(WeftModel):
+    """An API key's record: never the key itself, which is shown once at creation."""
+
+    key_id: str
+    tenant_id: str
+    name: str
+    created_at: datetime
+    revoked_at: datetime | None = None
+
+
 class ApiKeyCreated(WeftModel):
     key: str = Field(description="The key itself: shown once, only its hash is stored")
     key_id: str

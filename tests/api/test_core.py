@@ -100,6 +100,34 @@ def test_api_keys_are_shown_once_stored_hashed_and_revocable(api: Api) -> None:
     problem(api.call("POST", "tenants/nobody/api-keys", key=ADMIN), 404)
 
 
+def test_revoking_a_key_through_the_api_locks_it_out(api: Api) -> None:
+    key = api.tenant("acme")
+    (record,) = api.stores.tenants.list_api_keys("acme")
+    path = f"tenants/acme/api-keys/{record.key_id}"
+    problem(api.call("DELETE", path, key=key), 403)
+    r = api.call("DELETE", path, key=ADMIN)
+    assert r.status == 200
+    body = r.json()
+    assert body["keyId"] == record.key_id
+    assert body["revokedAt"] is not None
+    assert "key" not in body
+    problem(api.call("GET", "tenants/acme", key=key), 401)
+    again = api.call("DELETE", path, key=ADMIN)
+    assert (again.status, again.json()["revokedAt"]) == (200, body["revokedAt"])
+    problem(api.call("DELETE", "tenants/acme/api-keys/nope", key=ADMIN), 404)
+
+
+def test_a_tenant_reads_itself_and_no_other(api: Api) -> None:
+    a = api.tenant("a", maxRunningTasks=3)
+    api.tenant("b")
+    r = api.call("GET", "tenants/a", key=a)
+    assert r.status == 200
+    assert r.json()["id"] == "a"
+    assert r.json()["limits"]["maxRunningTasks"] == 3
+    problem(api.call("GET", "tenants/b", key=a), 403)
+    problem(api.call("GET", "tenants/ghost", key=ADMIN), 404)
+
+
 def test_a_key_of_one_tenant_is_403_on_another_and_admin_sees_unknown_tenants_as_404(api: Api) -> None:
     a = api.tenant("a")
     api.tenant("b")

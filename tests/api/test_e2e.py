@@ -118,7 +118,7 @@ def test_every_tenant_endpoint_refuses_other_tenants_and_missing_keys(api: Clien
     a = api.tenant("auth-a")
     api.tenant("auth-b")
     tenant_routes = [r for r in ROUTES if r.auth is AuthKind.TENANT]
-    assert len(tenant_routes) == 13
+    assert len(tenant_routes) == 14
     for route in tenant_routes:
         path = _fill(route.template, "auth-b")
         problem(api.call(route.method, path, key=a, json={}), 403)
