@@ -28,8 +28,10 @@ def _drain(h: BusHarness, entity: str) -> list[int]:
 
 def test_send_receive_complete_roundtrip(bus_backend: BusHarness, bus: Bus) -> None:
     q = bus_backend.queue
+    # Unique ids: a real namespace remembers ids across runs for its duplicate-detection window.
+    message_id = uid("id-")
     sent = OutgoingMessage.from_json(
-        "id-1",
+        message_id,
         {"hello": "world"},
         subject="task",
         correlation_id="ex-1",
@@ -37,7 +39,7 @@ def test_send_receive_complete_roundtrip(bus_backend: BusHarness, bus: Bus) -> N
     )
     bus.publish(q, [sent])
     [got] = bus.receive(q, max_messages=10, max_wait_seconds=5)
-    assert got.message_id == "id-1"
+    assert got.message_id == message_id
     assert got.json() == {"hello": "world"}
     assert got.subject == "task"
     assert got.correlation_id == "ex-1"
@@ -137,10 +139,11 @@ def test_scheduled_message_is_not_delivered_before_its_time(bus_backend: BusHarn
 
 def test_duplicate_message_id_is_dropped(bus_backend: BusHarness, bus: Bus) -> None:
     q = bus_backend.queue
-    first = OutgoingMessage.from_json("same-id", {"n": 1})
+    same = uid("same-")
+    first = OutgoingMessage.from_json(same, {"n": 1})
     bus.publish(q, [first])
-    bus.publish(q, [OutgoingMessage.from_json("same-id", {"n": 2})])
-    bus.publish(q, [OutgoingMessage.from_json("other-id", {"n": 3})])
+    bus.publish(q, [OutgoingMessage.from_json(same, {"n": 2})])
+    bus.publish(q, [OutgoingMessage.from_json(uid("other-"), {"n": 3})])
     assert sorted(_drain(bus_backend, q)) == [1, 3]
     # Even after the first copy was consumed, a re-send within the window is dropped.
     bus.publish(q, [first])
@@ -150,7 +153,8 @@ def test_duplicate_message_id_is_dropped(bus_backend: BusHarness, bus: Bus) -> N
 def test_topic_fans_out_to_every_subscription(bus_backend: BusHarness, bus: Bus) -> None:
     t = bus_backend.topic
     bus.publish(t, [_msg(1), _msg(2)])
-    bus.publish(t, [OutgoingMessage.from_json("dup", {"n": 3}), OutgoingMessage.from_json("dup", {"n": 4})])
+    dup = uid("dup-")
+    bus.publish(t, [OutgoingMessage.from_json(dup, {"n": 3}), OutgoingMessage.from_json(dup, {"n": 4})])
     for sub in bus_backend.subscriptions:
         entity = subscription_entity(t, sub)
         assert sorted(_drain(bus_backend, entity)) == [1, 2, 3]
