@@ -16,7 +16,9 @@ no DISTINCT, OFFSET/LIMIT, GROUP BY, LIKE, no stored procedures.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import random
+import time
+from collections.abc import Callable, Iterator, Sequence
 from datetime import datetime, timedelta
 from functools import partial
 from typing import Any
@@ -67,6 +69,17 @@ MAX_BATCH_OPERATIONS = 100
 #: (the sequence counter, a workflow head, a lease), never on a caller's etag.
 _RACE_RETRIES = 20
 _TERMINAL = sorted(str(s) for s in EXECUTION_MACHINE.terminal)
+
+
+def _race_attempts() -> Iterator[int]:
+    """The attempts of an optimistic read-modify-write, with a short, growing, jittered pause
+    before each retry: writers that retry at once keep colliding in lockstep and run out of tries."""
+    for attempt in range(_RACE_RETRIES):
+        if attempt:
+            time.sleep(random.uniform(0.0, min(0.05, 0.002 * 2**attempt)))
+        yield attempt
+
+
 _SUBMISSION_TTL = 7 * 24 * 3600
 _ATTEMPT_TTL = 30 * 24 * 3600
 
@@ -246,7 +259,7 @@ class CosmosStore:
         self, tenant_id: str, change: Callable[[datetime | None], datetime | None]
     ) -> bool:
         doc_id = self._bucket_id(tenant_id)
-        for _ in range(_RACE_RETRIES):
+        for _ in _race_attempts():
             doc = self._read(self._tenants, doc_id, doc_id)
             current = from_doc(SubmitBucket, doc) if doc else None
             new = change(current.tat if current else None)
@@ -326,7 +339,7 @@ class CosmosStore:
         doc = to_doc(
             draft, doc_id=f"draft:{draft.workflow}", pk=None, doc_type="draft", sortable=("updatedAt",)
         )
-        for _ in range(_RACE_RETRIES):
+        for _ in _race_attempts():
             head = self._head(draft.tenant_id, draft.workflow)
             ops = [
                 _write_op(doc, draft.etag),
@@ -350,7 +363,7 @@ class CosmosStore:
     def publish(
         self, tenant_id: str, workflow: str, digest: str, definition: dict[str, Any], now: datetime
     ) -> tuple[WorkflowVersion, bool]:
-        for _ in range(_RACE_RETRIES):
+        for _ in _race_attempts():
             head = self._head(tenant_id, workflow)
             latest = int(head["latestVersion"]) if head and head.get("latestVersion") else 0
             if head and latest and head.get("latestDigest") == digest:
@@ -433,7 +446,7 @@ class CosmosStore:
 
     def commit(self, write: ExecutionWrite) -> CommitResult:
         _check_same_execution(write)
-        for _ in range(_RACE_RETRIES):
+        for _ in _race_attempts():
             try:
                 return self._commit_once(write)
             except _Retry:
@@ -646,7 +659,7 @@ class CosmosStore:
         self, rec: OutboxRecord, change: Callable[[OutboxRecord], OutboxRecord | None], ttl: int | None = None
     ) -> None:
         doc_id = _outbox_doc_id(rec.id)
-        for _ in range(_RACE_RETRIES):
+        for _ in _race_attempts():
             doc = self._read(self._executions, doc_id, rec.execution_id)
             if doc is None:
                 return
@@ -853,7 +866,7 @@ class CosmosStore:
 
     def acquire(self, name: str, holder: str, ttl_seconds: float, now: datetime) -> Lease | None:
         expires = now + timedelta(seconds=ttl_seconds)
-        for _ in range(_RACE_RETRIES):
+        for _ in _race_attempts():
             doc = self._lease_doc(name)
             live = self._live(doc, now)
             if doc is not None and live and doc["holder"] != holder:
@@ -867,7 +880,7 @@ class CosmosStore:
 
     def renew(self, lease: Lease, ttl_seconds: float, now: datetime) -> Lease:
         expires = now + timedelta(seconds=ttl_seconds)
-        for _ in range(_RACE_RETRIES):
+        for _ in _race_attempts():
             doc = self._lease_doc(lease.name)
             if doc is None or doc.get("holder") != lease.holder or int(doc["token"]) != lease.token:
                 break
@@ -878,7 +891,7 @@ class CosmosStore:
         )
 
     def release(self, lease: Lease) -> None:
-        for _ in range(_RACE_RETRIES):
+        for _ in _race_attempts():
             doc = self._lease_doc(lease.name)
             if doc is None or doc.get("holder") != lease.holder or int(doc["token"]) != lease.token:
                 return
@@ -907,7 +920,7 @@ class CosmosStore:
 
     def put_fenced(self, name: str, token: int, key: str, value: dict[str, Any]) -> None:
         state = {"id": f"state:{key}", "name": name, "token": token, "value": value}
-        for _ in range(_RACE_RETRIES):
+        for _ in _race_attempts():
             lease = self._lease_doc(name)
             self._fence(name, token, lease)
             ops: list[Op] = [("upsert", (state,))]
